@@ -1,0 +1,237 @@
+"""The Graph interface (frontend -> sched): inputs, buffers in program order, outputs.
+
+Frozen dataclasses with a readable str() and a deterministic content hash (sha256
+of the text form), so caches can key on them. Sizes and strides are sympy
+expressions so dynamic shapes fit later; today they are integers.
+
+Conventions: a Pointwise body's value uses loop variables i0..i{n-1} over `ranges`;
+a Reduction's value uses i0.. over `ranges` and r0.. over `reduction_ranges`. A
+ComputedBuffer writes element (i0, ...) at `layout.index(i0, ...)`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+import sympy
+
+from . import dtypes as dt
+from .expr import Value, format_lines
+from .index import as_int, contiguous_strides, pointwise_vars, strided_index, sympify
+from .ops import reduction_def, reduction_result_dtype
+
+
+def _exprs(xs) -> tuple[sympy.Expr, ...]:
+    return tuple(sympify(x) for x in xs)
+
+
+def _fmt(xs) -> str:
+    return "[" + ", ".join(str(x) for x in xs) + "]"
+
+
+class _Hashed:
+    def content_hash(self) -> str:
+        """sha256 of the text form: deterministic across processes and machines."""
+        return hashlib.sha256(str(self).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Layout(_Hashed):
+    """Where a buffer's elements live: device, dtype, sizes, strides (elements), offset."""
+
+    device: str
+    dtype: dt.DType
+    sizes: tuple
+    strides: tuple
+    offset: sympy.Expr = sympy.Integer(0)
+
+    def __post_init__(self):
+        object.__setattr__(self, "sizes", _exprs(self.sizes))
+        object.__setattr__(self, "strides", _exprs(self.strides))
+        object.__setattr__(self, "offset", sympify(self.offset))
+        if len(self.sizes) != len(self.strides):
+            raise ValueError(f"layout has {len(self.sizes)} sizes but {len(self.strides)} strides")
+
+    @staticmethod
+    def contiguous(sizes, dtype: dt.DType, device: str = "cpu") -> "Layout":
+        return Layout(device, dtype, tuple(sizes), contiguous_strides(sizes))
+
+    def index(self, vars_=None) -> sympy.Expr:
+        """Flat storage position of element `vars_` (default i0, i1, ...)."""
+        vars_ = pointwise_vars(len(self.sizes)) if vars_ is None else vars_
+        return strided_index(vars_, self.strides, self.offset)
+
+    def numel(self) -> int:
+        n = 1
+        for s in self.sizes:
+            n *= as_int(s)
+        return n
+
+    def storage_size(self) -> int:
+        """Elements of storage the layout touches: offset + max reachable index + 1."""
+        if any(as_int(s) == 0 for s in self.sizes):
+            return 0
+        return as_int(self.offset) + sum((as_int(s) - 1) * as_int(st) for s, st in zip(self.sizes, self.strides)) + 1
+
+    def nbytes(self) -> int:
+        return self.storage_size() * self.dtype.itemsize
+
+    def is_contiguous(self) -> bool:
+        return self.strides == contiguous_strides(self.sizes) and self.offset == 0
+
+    def __str__(self) -> str:
+        off = f", offset={self.offset}" if self.offset != 0 else ""
+        return f"{self.device} {self.dtype}{_fmt(self.sizes)} strides={_fmt(self.strides)}{off}"
+
+
+@dataclass(frozen=True)
+class InputBuffer(_Hashed):
+    """A graph input: its name and the layout the compiled code assumes (checked at call)."""
+
+    name: str
+    layout: Layout
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.layout}"
+
+
+@dataclass(frozen=True)
+class Pointwise(_Hashed):
+    """One value per point of `ranges`."""
+
+    ranges: tuple
+    value: Value
+
+    def __post_init__(self):
+        object.__setattr__(self, "ranges", _exprs(self.ranges))
+
+    @property
+    def reduction_ranges(self) -> tuple:
+        return ()
+
+    def __str__(self) -> str:
+        lines, root = format_lines(self.value)
+        body = "".join(f"\n    {ln}" for ln in lines)
+        return f"Pointwise(ranges={_fmt(self.ranges)}){body}\n    -> {root}"
+
+
+@dataclass(frozen=True)
+class Reduction(_Hashed):
+    """Combine `value` over `reduction_ranges` with `reduction_type`, once per point of `ranges`."""
+
+    ranges: tuple
+    reduction_ranges: tuple
+    reduction_type: str
+    value: Value
+
+    def __post_init__(self):
+        object.__setattr__(self, "ranges", _exprs(self.ranges))
+        object.__setattr__(self, "reduction_ranges", _exprs(self.reduction_ranges))
+        reduction_def(self.reduction_type)  # validates the name
+
+    @property
+    def dtype(self) -> dt.DType:
+        return reduction_result_dtype(self.reduction_type, self.value.dtype)
+
+    def __str__(self) -> str:
+        lines, root = format_lines(self.value)
+        body = "".join(f"\n    {ln}" for ln in lines)
+        return (
+            f"Reduction(ranges={_fmt(self.ranges)}, reduction_ranges={_fmt(self.reduction_ranges)}, "
+            f"{self.reduction_type}){body}\n    -> {root}"
+        )
+
+
+@dataclass(frozen=True)
+class ComputedBuffer(_Hashed):
+    """A buffer Stax computes itself: `body` evaluated over its ranges, stored through `layout`."""
+
+    name: str
+    layout: Layout
+    body: Pointwise | Reduction
+    origins: tuple = field(default=(), compare=False)  # ATen nodes it came from (provenance)
+
+    def __post_init__(self):
+        if tuple(self.body.ranges) != tuple(self.layout.sizes):
+            raise ValueError(
+                f"{self.name}: body ranges {_fmt(self.body.ranges)} do not match layout sizes {_fmt(self.layout.sizes)}"
+            )
+        body_dtype = self.body.dtype if isinstance(self.body, Reduction) else self.body.value.dtype
+        if body_dtype != self.layout.dtype:
+            raise TypeError(f"{self.name}: body computes {body_dtype} but layout stores {self.layout.dtype}")
+
+    def write_index(self) -> sympy.Expr:
+        return self.layout.index(pointwise_vars(len(self.layout.sizes)))
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.layout} = {self.body}"
+
+
+@dataclass(frozen=True)
+class ExternKernel(_Hashed):
+    """A call into a library op the scheduler treats as a whole (StarDep) dependence.
+
+    `kernel` names the callable (e.g. 'aten.mm'); `inputs` are buffer names;
+    `constants` are the non-tensor arguments as (name, repr-able value) pairs.
+    `fallback` marks ops Stax does not lower (counted and logged), as opposed to
+    library kernels it calls on purpose (mm, conv).
+    """
+
+    name: str
+    layout: Layout
+    kernel: str
+    inputs: tuple
+    constants: tuple = ()
+    fallback: bool = False
+    origins: tuple = field(default=(), compare=False)
+
+    def __str__(self) -> str:
+        kind = "FallbackKernel" if self.fallback else "ExternKernel"
+        consts = "".join(f", {k}={v!r}" for k, v in self.constants)
+        return f"{self.name}: {self.layout} = {kind} {self.kernel}({', '.join(self.inputs)}{consts})"
+
+
+Node = ComputedBuffer | ExternKernel
+
+
+@dataclass(frozen=True)
+class Graph(_Hashed):
+    """A whole program: inputs, nodes in program order, and output buffer names."""
+
+    inputs: tuple
+    nodes: tuple
+    outputs: tuple
+
+    def __post_init__(self):
+        object.__setattr__(self, "inputs", tuple(self.inputs))
+        object.__setattr__(self, "nodes", tuple(self.nodes))
+        object.__setattr__(self, "outputs", tuple(self.outputs))
+        names = [i.name for i in self.inputs] + [n.name for n in self.nodes]
+        if len(set(names)) != len(names):
+            raise ValueError(f"duplicate buffer names in graph: {names}")
+        known = set(names)
+        for o in self.outputs:
+            if o not in known:
+                raise ValueError(f"graph output {o!r} is not a buffer of the graph")
+
+    def buffer_layout(self, name: str) -> Layout:
+        for b in (*self.inputs, *self.nodes):
+            if b.name == name:
+                return b.layout
+        raise KeyError(name)
+
+    def node(self, name: str) -> Node:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(name)
+
+    def __str__(self) -> str:
+        out = ["graph("]
+        out += [f"  input {i}" for i in self.inputs]
+        for n in self.nodes:
+            out += ["  " + ln for ln in str(n).splitlines()]
+        out.append(f"  return ({', '.join(self.outputs)})")
+        out.append(")")
+        return "\n".join(out)

@@ -1,0 +1,128 @@
+"""Index expressions: sympy with integer loop variables and exact integer functions.
+
+Indices are sympy expressions from day one so that sizes and strides can become
+symbolic later (dynamic shapes). FloorDiv and ModularIndexing carry Python's
+floor semantics exactly; the printers in `index_printer` lower them to C/Python.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import sympy
+
+Expr = sympy.Expr
+
+
+@functools.lru_cache(maxsize=None)
+def var(prefix: str, k: int) -> sympy.Symbol:
+    """Loop variable `prefix`k: i* for pointwise ranges, r* for reduction ranges, c* normalized."""
+    return sympy.Symbol(f"{prefix}{k}", integer=True, nonnegative=True)
+
+
+def pointwise_vars(n: int) -> tuple[sympy.Symbol, ...]:
+    return tuple(var("i", k) for k in range(n))
+
+
+def reduction_vars(n: int) -> tuple[sympy.Symbol, ...]:
+    return tuple(var("r", k) for k in range(n))
+
+
+def sympify(x) -> Expr:
+    """Turn ints, strings and expressions into sympy integers/expressions."""
+    if isinstance(x, sympy.Basic):
+        return x
+    if isinstance(x, bool):
+        return sympy.Integer(int(x))
+    if isinstance(x, int):
+        return sympy.Integer(x)
+    return sympy.sympify(x)
+
+
+class FloorDiv(sympy.Function):
+    """floor(base / divisor) on integers (Python's //)."""
+
+    is_integer = True
+    nargs = (2,)
+
+    @classmethod
+    def eval(cls, base, divisor):
+        if divisor.is_zero:
+            raise ZeroDivisionError("FloorDiv by zero in an index expression")
+        if base.is_Integer and divisor.is_Integer:
+            return sympy.Integer(int(base) // int(divisor))
+        if divisor == 1:
+            return base
+        if base.is_zero:
+            return sympy.Integer(0)
+        if isinstance(base, FloorDiv) and divisor.is_Integer and base.args[1].is_Integer:
+            return FloorDiv(base.args[0], base.args[1] * divisor)
+        return None
+
+
+class ModularIndexing(sympy.Function):
+    """(base // divisor) % modulus on integers: the digit of a mixed-radix index."""
+
+    is_integer = True
+    nargs = (3,)
+
+    @classmethod
+    def eval(cls, base, divisor, modulus):
+        if divisor.is_zero or modulus.is_zero:
+            raise ZeroDivisionError("ModularIndexing with a zero divisor or modulus")
+        if base.is_Integer and divisor.is_Integer and modulus.is_Integer:
+            return sympy.Integer((int(base) // int(divisor)) % int(modulus))
+        if base.is_zero or modulus == 1:
+            return sympy.Integer(0)
+        return None
+
+
+class CeilDiv(sympy.Function):
+    """ceil(base / divisor) on integers."""
+
+    is_integer = True
+    nargs = (2,)
+
+    @classmethod
+    def eval(cls, base, divisor):
+        if base.is_Integer and divisor.is_Integer:
+            return sympy.Integer(-(-int(base) // int(divisor)))
+        if divisor == 1:
+            return base
+        return None
+
+
+def free_loop_vars(e: Expr) -> set[sympy.Symbol]:
+    return {s for s in sympify(e).free_symbols if isinstance(s, sympy.Symbol)}
+
+
+def product(values) -> Expr:
+    out = sympy.Integer(1)
+    for v in values:
+        out = out * sympify(v)
+    return out
+
+
+def strided_index(vars_, strides, offset=0) -> Expr:
+    """offset + sum(stride_k * var_k): the flat storage index of a strided layout."""
+    e = sympify(offset)
+    for v, s in zip(vars_, strides):
+        e = e + sympify(s) * v
+    return e
+
+
+def contiguous_strides(sizes) -> tuple[Expr, ...]:
+    strides = []
+    acc = sympy.Integer(1)
+    for s in reversed(list(sizes)):
+        strides.append(acc)
+        acc = acc * sympify(s)
+    return tuple(reversed(strides))
+
+
+def as_int(e) -> int:
+    """The integer value of a static size/stride, with a clear error for symbolic ones."""
+    e = sympify(e)
+    if not e.is_Integer:
+        raise NotImplementedError(f"symbolic size {e} is not supported yet (static shapes only)")
+    return int(e)

@@ -1,0 +1,150 @@
+"""The numpy reference interpreter: the meaning of a Graph, against which every backend is checked.
+
+Buffers are flat storage arrays (element `k` of a layout lives at
+`layout.index(k)`); half types compute in float32 and are rounded after every op,
+as eager PyTorch does on CPU. Slow by design: clarity over speed.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping
+
+import numpy as np
+
+from . import dtypes as dt
+from .expr import Constant, IndexValue, Load, Op, Value, walk
+from .graph import ComputedBuffer, ExternKernel, Graph, Layout, Reduction
+from .index import as_int, pointwise_vars, reduction_vars
+from .index_printer import evaluate
+from .ops import op_def, reduction_def
+
+
+def to_storage(array: np.ndarray, layout: Layout) -> np.ndarray:
+    """Flat storage holding `array` laid out as `layout` (unused positions zero)."""
+    flat = np.zeros(layout.storage_size(), dtype=layout.dtype.np)
+    view = from_storage(flat, layout)
+    view[...] = dt.round_to(np.asarray(array), layout.dtype)
+    return flat
+
+
+def from_storage(flat: np.ndarray, layout: Layout) -> np.ndarray:
+    """The strided view of `flat` that `layout` describes (shares memory)."""
+    item = flat.dtype.itemsize
+    base = flat[as_int(layout.offset):]
+    sizes = tuple(as_int(s) for s in layout.sizes)
+    strides = tuple(as_int(s) * item for s in layout.strides)
+    return np.lib.stride_tricks.as_strided(base, sizes, strides, writeable=True)
+
+
+def _grid(sizes: list[int], vars_) -> dict:
+    n = len(sizes)
+    env = {}
+    for k, (v, s) in enumerate(zip(vars_, sizes)):
+        shape = [1] * n
+        shape[k] = s
+        env[v] = np.arange(s, dtype=np.int64).reshape(shape)
+    return env
+
+
+def _compute(a: np.ndarray, d: dt.DType) -> np.ndarray:
+    return np.asarray(a).astype(dt.compute_dtype(d).np, copy=False)
+
+
+def eval_value(root: Value, env: dict, buffers: Mapping[str, np.ndarray], shape) -> np.ndarray:
+    """Evaluate `root` at every point of the grid `env`; results have the compute dtype."""
+    memo: dict[int, np.ndarray] = {}
+    for n in walk(root):
+        if isinstance(n, Constant):
+            r = np.asarray(dt.round_to(np.asarray(n.value), n.dtype))
+            r = _compute(r, n.dtype)
+        elif isinstance(n, IndexValue):
+            r = _compute(np.asarray(evaluate(n.index, env)), n.dtype)
+        elif isinstance(n, Load):
+            local = dict(env)
+            for sym, v, bound in n.indirect:
+                iv = memo[id(v)].astype(np.int64)
+                bad = (iv < 0) | (iv >= as_int(bound))
+                if np.any(bad):
+                    raise IndexError(
+                        f"indirect index out of bounds reading {n.buffer}: "
+                        f"value {int(iv[bad].flat[0])} not in [0, {bound})"
+                    )
+                local[sym] = iv
+            idx = np.broadcast_to(evaluate(n.index, local), shape)
+            r = _compute(buffers[n.buffer][idx], n.dtype)
+        elif isinstance(n, Op):
+            args = [memo[id(a)] for a in n.args]
+            if n.name == "to_dtype":
+                r = _compute(dt.round_to(args[0], n.dtype), n.dtype)
+            else:
+                with np.errstate(all="ignore"):
+                    r = op_def(n.name).numpy(*args)
+                r = _compute(dt.round_to(r, n.dtype), n.dtype)
+        else:
+            raise TypeError(f"unknown value node {type(n).__name__}")
+        memo[id(n)] = r
+    return np.broadcast_to(memo[id(root)], shape)
+
+
+def _numel(sizes) -> int:
+    return int(np.prod(sizes, dtype=np.int64)) if sizes else 1
+
+
+def run_node(node: ComputedBuffer, buffers: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Compute one buffer's flat storage."""
+    body = node.body
+    sizes = [as_int(s) for s in body.ranges]
+    pvars = pointwise_vars(len(sizes))
+    if isinstance(body, Reduction):
+        rsizes = [as_int(s) for s in body.reduction_ranges]
+        shape = tuple(sizes + rsizes)
+        env = _grid(sizes + rsizes, list(pvars) + list(reduction_vars(len(rsizes))))
+        vals = eval_value(body.value, env, buffers, shape)
+        rdef = reduction_def(body.reduction_type)
+        if _numel(rsizes) == 0:
+            ident = rdef.identity(body.value.dtype)
+            result = np.full(tuple(sizes), ident, dtype=dt.compute_dtype(body.dtype).np)
+        else:
+            result = rdef.numpy(vals.reshape(tuple(sizes) + (-1,)), len(sizes))
+        dtype = body.dtype
+    else:
+        shape = tuple(sizes)
+        env = _grid(sizes, pvars)
+        result = eval_value(body.value, env, buffers, shape)
+        dtype = body.value.dtype
+    out = np.zeros(node.layout.storage_size(), dtype=node.layout.dtype.np)
+    from_storage(out, node.layout)[...] = dt.round_to(np.asarray(result).reshape(shape[: len(sizes)]), dtype)
+    return out
+
+
+def interpret(
+    graph: Graph,
+    inputs: Mapping[str, np.ndarray],
+    extern_kernels: Mapping[str, Callable] | None = None,
+) -> dict[str, np.ndarray]:
+    """Run `graph` on flat input storages; returns every buffer's flat storage by name.
+
+    Extern kernels are called with strided views of their inputs and constants
+    as keyword arguments, and must return an array of the node's shape.
+    """
+    buffers: dict[str, np.ndarray] = {}
+    for inp in graph.inputs:
+        if inp.name not in inputs:
+            raise KeyError(f"missing graph input {inp.name!r}")
+        buffers[inp.name] = np.asarray(inputs[inp.name])
+    for node in graph.nodes:
+        if isinstance(node, ExternKernel):
+            fn = (extern_kernels or {}).get(node.kernel)
+            if fn is None:
+                raise KeyError(f"no implementation given for extern kernel {node.kernel!r}")
+            args = [from_storage(buffers[b], graph.buffer_layout(b)) for b in node.inputs]
+            result = fn(*args, **dict(node.constants))
+            buffers[node.name] = to_storage(np.asarray(result), node.layout)
+        else:
+            buffers[node.name] = run_node(node, buffers)
+    return buffers
+
+
+def outputs(graph: Graph, buffers: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+    """The graph's outputs as strided arrays."""
+    return [from_storage(buffers[o], graph.buffer_layout(o)) for o in graph.outputs]
