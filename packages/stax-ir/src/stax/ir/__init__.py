@@ -1,21 +1,30 @@
-"""stax.ir: the loop-level IR of Stax (no torch): dtypes, index functions, the value DAG,
-the op table, the Graph interface and the numpy reference interpreter."""
+"""stax.ir: the loop-level IR of Stax (no torch): dtypes, index functions and their
+simplification, value ranges, the value DAG, the op table, views as index maps,
+the Graph interface and the numpy reference interpreter."""
 
 from . import dtypes
 from .build import cast, const, index_value, load, op
 from .dtypes import DType, promote_types
 from .expr import Constant, IndexValue, Load, Op, Value, format_value, loads, walk
-from .graph import ComputedBuffer, ExternKernel, Graph, InputBuffer, Layout, Pointwise, Reduction
-from .index import CeilDiv, FloorDiv, ModularIndexing, pointwise_vars, reduction_vars, var
+from .graph import ComputedBuffer, ExternKernel, Graph, InputBuffer, Layout, Pointwise, Reduction, Scan
+from .index import CeilDiv, FloorDiv, ModularIndexing, index_max, index_min, pointwise_vars, reduction_vars, var
+from .index_printer import to_c, to_python
 from .interpreter import from_storage, interpret, outputs, to_storage
-from .ops import OPS, REDUCTIONS, op_def, reduction_def
+from .ops import OPS, REDUCTIONS, SCANS, WELFORD_OUTPUTS, op_def, reduction_def, scan_def
+from .simplify import LoopMerge, coalesce_loops, simplify_index
+from .value_ranges import ValueRange, bound_index, bound_value, bounds_check_needed, index_fits_int32, provably_true
+from .views import View, cat, constant_pad, with_mask
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "CeilDiv", "ComputedBuffer", "Constant", "DType", "ExternKernel", "FloorDiv", "Graph",
-    "IndexValue", "InputBuffer", "Layout", "Load", "ModularIndexing", "OPS", "Op", "Pointwise",
-    "REDUCTIONS", "Reduction", "Value", "cast", "const", "dtypes", "format_value", "from_storage",
-    "index_value", "interpret", "load", "loads", "op", "op_def", "outputs", "pointwise_vars",
-    "promote_types", "reduction_def", "reduction_vars", "to_storage", "var", "walk",
+    "IndexValue", "InputBuffer", "Layout", "Load", "LoopMerge", "ModularIndexing", "OPS", "Op",
+    "Pointwise", "REDUCTIONS", "Reduction", "SCANS", "Scan", "Value", "ValueRange", "View",
+    "WELFORD_OUTPUTS", "bound_index", "bound_value", "bounds_check_needed", "cast", "cat",
+    "coalesce_loops", "const", "constant_pad", "dtypes", "format_value", "from_storage",
+    "index_fits_int32", "index_max", "index_min", "index_value", "interpret", "load", "loads", "op",
+    "op_def", "outputs", "pointwise_vars", "promote_types", "provably_true", "reduction_def",
+    "reduction_vars", "scan_def", "simplify_index", "to_c", "to_python", "to_storage", "var", "walk",
+    "with_mask",
 ]

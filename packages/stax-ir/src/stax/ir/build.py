@@ -7,8 +7,8 @@ from .expr import Constant, IndexValue, Load, Op, Value
 from .ops import result_dtype
 
 
-def load(buffer: str, index, dtype: dt.DType, indirect: tuple = ()) -> Load:
-    return Load(buffer, index, dtype, indirect)
+def load(buffer: str, index, dtype: dt.DType, indirect: tuple = (), mask: Value | None = None, other=0) -> Load:
+    return Load(buffer, index, dtype, indirect, mask, other)
 
 
 def const(value, dtype: dt.DType) -> Constant:
@@ -36,3 +36,4 @@ def cast(value: Value, dtype: dt.DType) -> Value:
     if isinstance(value, Constant):
         return const(value.value, dtype)
     return Op("to_dtype", (value,), dtype)
+

@@ -105,7 +105,8 @@ def compute_dtype(d: DType) -> DType:
 def round_to(values: np.ndarray, d: DType) -> np.ndarray:
     """Convert `values` to storage for `d`, rounding as PyTorch does (bf16: round-half-even)."""
     if d == bfloat16:
-        f = np.asarray(values, dtype=np.float32)
+        with np.errstate(over="ignore"):
+            f = np.asarray(values, dtype=np.float32)
         bits = f.view(np.uint32).astype(np.uint64)
         nan = np.isnan(f)
         rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
@@ -113,8 +114,29 @@ def round_to(values: np.ndarray, d: DType) -> np.ndarray:
         return np.where(nan, np.float32(np.nan), out).astype(np.float32)
     if d == bool_:
         return np.asarray(values).astype(bool)
+    if d == float16 and np.asarray(values).dtype not in (np.float16, np.float32):
+        with np.errstate(over="ignore"):
+            values = np.asarray(values).astype(np.float32)  # eager converts through float (double rounding)
     if d.is_integer and np.asarray(values).dtype.kind == "f":
-        # C-style truncation toward zero, as PyTorch's float->int cast
-        with np.errstate(invalid="ignore"):
-            return np.trunc(values).astype(d.np)
-    return np.asarray(values).astype(d.np)
+        # truncation toward zero; NaN/out-of-range as eager on x86 (see float_to_int)
+        return float_to_int(values, d)
+    with np.errstate(over="ignore"):
+        return np.asarray(values).astype(d.np)
+
+
+def float_to_int(values, d) -> np.ndarray:
+    """float -> integer cast as eager on x86: truncate toward zero; out-of-range and NaN
+
+    give INT_MIN of the conversion width (int64 for int64/uint8, int32 for the
+    other integer types), then wrap to the target width.
+    """
+    f = np.asarray(values, dtype=np.float64)
+    t = np.trunc(f)
+    if d.name in ("int64", "uint8"):
+        lo, hi, bad = -(2.0**63), 2.0**63, np.iinfo(np.int64).min
+    else:
+        lo, hi, bad = -(2.0**31), 2.0**31, np.iinfo(np.int32).min
+    with np.errstate(invalid="ignore"):
+        ok = (t >= lo) & (t < hi)
+    wide = np.where(ok, np.where(ok, t, 0).astype(np.int64), np.int64(bad))
+    return wide.astype(d.np)

@@ -8,8 +8,8 @@ cached so hashing a DAG never re-walks shared subtrees.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import sympy
 
@@ -30,7 +30,7 @@ class Value:
             object.__setattr__(self, "_hash", h)
         return h
 
-    def children(self) -> tuple["Value", ...]:
+    def children(self) -> tuple[Value, ...]:
         return ()
 
     def __str__(self) -> str:
@@ -43,21 +43,40 @@ class Load(Value):
 
     `indirect` binds symbols used in `index` to integer-valued expressions
     (gather/embedding): ((symbol, value, bound), ...); 0 <= value < bound is checked.
+    `mask` (a bool Value, or None) guards the read: where it is false nothing is
+    read (no bounds check either) and the load yields `other` (cat, constant_pad).
     """
 
     buffer: str
     index: sympy.Expr
     dtype: dt.DType
     indirect: tuple = field(default=())
+    mask: Value | None = None
+    other: object = 0
 
     def __post_init__(self):
         object.__setattr__(self, "index", sympify(self.index))
+        object.__setattr__(self, "indirect", tuple(tuple(t) for t in self.indirect))
+        if self.mask is not None and not self.mask.dtype.is_bool:
+            raise TypeError(f"load mask must be bool, got {self.mask.dtype}")
 
     def __hash__(self):
-        return self._cached_hash((self.buffer, self.index, self.dtype, self.indirect))
+        return self._cached_hash((self.buffer, self.index, self.dtype, self.indirect, self.mask, repr(self.other)))
+
+    def __eq__(self, other):
+        return (
+            isinstance(other, Load)
+            and self.buffer == other.buffer
+            and self.dtype == other.dtype
+            and self.index == other.index
+            and self.indirect == other.indirect
+            and self.mask == other.mask
+            and repr(self.other) == repr(other.other)
+        )
 
     def children(self):
-        return tuple(v for _, v, _ in self.indirect)
+        ind = tuple(v for _, v, _ in self.indirect)
+        return ind + (self.mask,) if self.mask is not None else ind
 
 
 @dataclass(frozen=True, eq=True)
@@ -149,6 +168,8 @@ def format_lines(root: Value, prefix: str = "tmp") -> tuple[list[str], str]:
             ind = "".join(
                 f", {s}={_atom(v, names)}<{b}" for s, v, b in n.indirect
             )
+            if n.mask is not None:
+                ind += f", mask={_atom(n.mask, names)}, other={n.other!r}"
             rhs = f"load({n.buffer}, {n.index}{ind}) : {n.dtype}"
         elif isinstance(n, IndexValue):
             rhs = f"index({n.index}) : {n.dtype}"

@@ -19,7 +19,7 @@ import sympy
 from . import dtypes as dt
 from .expr import Value, format_lines
 from .index import as_int, contiguous_strides, pointwise_vars, strided_index, sympify
-from .ops import reduction_def, reduction_result_dtype
+from .ops import reduction_def, reduction_result_dtype, scan_def, scan_result_dtype
 
 
 def _exprs(xs) -> tuple[sympy.Expr, ...]:
@@ -54,7 +54,7 @@ class Layout(_Hashed):
             raise ValueError(f"layout has {len(self.sizes)} sizes but {len(self.strides)} strides")
 
     @staticmethod
-    def contiguous(sizes, dtype: dt.DType, device: str = "cpu") -> "Layout":
+    def contiguous(sizes, dtype: dt.DType, device: str = "cpu") -> Layout:
         return Layout(device, dtype, tuple(sizes), contiguous_strides(sizes))
 
     def index(self, vars_=None) -> sympy.Expr:
@@ -144,12 +144,43 @@ class Reduction(_Hashed):
 
 
 @dataclass(frozen=True)
+class Scan(_Hashed):
+    """Inclusive prefix combine of `value` along loop dimension `axis` (cumsum, cummax, ...).
+
+    `value` uses i0.. over `ranges` like a Pointwise; element (i0, ...) is the
+    `scan_type` combine of value at every point that agrees with it except that
+    i{axis} runs from 0 to its own i{axis}. The scan axis carries a dependence
+    (§7.7): it is not a parallel loop; the other dimensions are.
+    """
+
+    ranges: tuple
+    axis: int
+    scan_type: str
+    value: Value
+
+    def __post_init__(self):
+        object.__setattr__(self, "ranges", _exprs(self.ranges))
+        scan_def(self.scan_type)  # validates the name
+        if not 0 <= self.axis < len(self.ranges):
+            raise ValueError(f"scan axis {self.axis} out of range for {len(self.ranges)} dimensions")
+
+    @property
+    def dtype(self) -> dt.DType:
+        return scan_result_dtype(self.scan_type, self.value.dtype)
+
+    def __str__(self) -> str:
+        lines, root = format_lines(self.value)
+        body = "".join(f"\n    {ln}" for ln in lines)
+        return f"Scan(ranges={_fmt(self.ranges)}, axis={self.axis}, {self.scan_type}){body}\n    -> {root}"
+
+
+@dataclass(frozen=True)
 class ComputedBuffer(_Hashed):
     """A buffer Stax computes itself: `body` evaluated over its ranges, stored through `layout`."""
 
     name: str
     layout: Layout
-    body: Pointwise | Reduction
+    body: Pointwise | Reduction | Scan
     origins: tuple = field(default=(), compare=False)  # ATen nodes it came from (provenance)
 
     def __post_init__(self):
@@ -157,7 +188,7 @@ class ComputedBuffer(_Hashed):
             raise ValueError(
                 f"{self.name}: body ranges {_fmt(self.body.ranges)} do not match layout sizes {_fmt(self.layout.sizes)}"
             )
-        body_dtype = self.body.dtype if isinstance(self.body, Reduction) else self.body.value.dtype
+        body_dtype = self.body.dtype if isinstance(self.body, (Reduction, Scan)) else self.body.value.dtype
         if body_dtype != self.layout.dtype:
             raise TypeError(f"{self.name}: body computes {body_dtype} but layout stores {self.layout.dtype}")
 

@@ -8,13 +8,14 @@ floor semantics exactly; the printers in `index_printer` lower them to C/Python.
 from __future__ import annotations
 
 import functools
+import re
 
 import sympy
 
 Expr = sympy.Expr
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def var(prefix: str, k: int) -> sympy.Symbol:
     """Loop variable `prefix`k: i* for pointwise ranges, r* for reduction ranges, c* normalized."""
     return sympy.Symbol(f"{prefix}{k}", integer=True, nonnegative=True)
@@ -36,6 +37,10 @@ def sympify(x) -> Expr:
         return sympy.Integer(int(x))
     if isinstance(x, int):
         return sympy.Integer(x)
+    if isinstance(x, str):  # "128*i0 + r0": loop-variable names become the stax loop symbols
+        names = {m: var(m[0], int(m[1:])) for m in re.findall(r"\b([ircv]\d+)\b", x)}
+        names.update(FloorDiv=FloorDiv, ModularIndexing=ModularIndexing, CeilDiv=CeilDiv)
+        return sympy.sympify(x, locals=names)
     return sympy.sympify(x)
 
 
@@ -47,16 +52,29 @@ class FloorDiv(sympy.Function):
 
     @classmethod
     def eval(cls, base, divisor):
-        if divisor.is_zero:
+        # structural tests only (x == 0), never assumption queries: eval runs on every construction
+        if divisor == 0:
             raise ZeroDivisionError("FloorDiv by zero in an index expression")
         if base.is_Integer and divisor.is_Integer:
             return sympy.Integer(int(base) // int(divisor))
         if divisor == 1:
             return base
-        if base.is_zero:
+        if base == 0:
             return sympy.Integer(0)
-        if isinstance(base, FloorDiv) and divisor.is_Integer and base.args[1].is_Integer:
+        if (
+            isinstance(base, FloorDiv)
+            and divisor.is_Integer
+            and base.args[1].is_Integer
+            and divisor > 0
+            and base.args[1] > 0
+        ):  # floor(floor(x/a)/b) == floor(x/(a*b)) only for positive a, b
             return FloorDiv(base.args[0], base.args[1] * divisor)
+        return None
+
+    def _eval_is_nonnegative(self):
+        base, divisor = self.args
+        if base.is_nonnegative and divisor.is_positive:
+            return True
         return None
 
 
@@ -68,12 +86,17 @@ class ModularIndexing(sympy.Function):
 
     @classmethod
     def eval(cls, base, divisor, modulus):
-        if divisor.is_zero or modulus.is_zero:
+        if divisor == 0 or modulus == 0:
             raise ZeroDivisionError("ModularIndexing with a zero divisor or modulus")
         if base.is_Integer and divisor.is_Integer and modulus.is_Integer:
             return sympy.Integer((int(base) // int(divisor)) % int(modulus))
-        if base.is_zero or modulus == 1:
+        if base == 0 or modulus == 1:
             return sympy.Integer(0)
+        return None
+
+    def _eval_is_nonnegative(self):
+        if self.args[2].is_positive:  # Python's % takes the modulus's sign
+            return True
         return None
 
 
@@ -90,6 +113,22 @@ class CeilDiv(sympy.Function):
         if divisor == 1:
             return base
         return None
+
+    def _eval_is_nonnegative(self):
+        base, divisor = self.args
+        if base.is_nonnegative and divisor.is_positive:
+            return True
+        return None
+
+
+def index_min(*args) -> Expr:
+    """min of integer index expressions (exact; printed as std::min / min)."""
+    return sympy.Min(*(sympify(a) for a in args))
+
+
+def index_max(*args) -> Expr:
+    """max of integer index expressions (exact; printed as std::max / max)."""
+    return sympy.Max(*(sympify(a) for a in args))
 
 
 def free_loop_vars(e: Expr) -> set[sympy.Symbol]:

@@ -1,4 +1,4 @@
-"""Print index expressions as C/C++ or Python source, and evaluate them with numpy.
+"""Print index expressions as C/C++ (`to_c`) or Python (`to_python`) source, and evaluate them with numpy.
 
 C integer division truncates toward zero while FloorDiv floors; the printer emits a
 plain `/` only when sympy proves the operands non-negative, else a helper call
@@ -52,11 +52,13 @@ def _c(e, it: str) -> str:
         return f"stax_floordiv({_c(a, it)}, {_c(b, it)})"
     if isinstance(e, CeilDiv):
         a, b = e.args
+        if _nonneg(a) and b.is_Integer and int(b) > 0:
+            return f"(({_c(a, it)} + {int(b) - 1}) / {int(b)})"
         return f"stax_floordiv({_c(a, it)} + {_c(b, it)} - 1, {_c(b, it)})"
     if isinstance(e, ModularIndexing):
         a, d, m = e.args
         inner = _c(FloorDiv(a, d), it)
-        if _nonneg(a) and _nonneg(d):
+        if _nonneg(a) and _nonneg(d) and m.is_positive:
             return f"({inner} % {_atom_c(m, it)})"
         return f"stax_mod({inner}, {_c(m, it)})"
     if isinstance(e, sympy.Min):
@@ -76,6 +78,36 @@ def _nest_c(fn: str, args, it: str) -> str:
 def _atom_c(e, it: str) -> str:
     s = _c(e, it)
     return s if (e.is_Atom and not (e.is_Integer and int(e) < 0)) or s.startswith("(") else f"({s})"
+
+
+def to_python(e) -> str:
+    """Python source for `e` with exact floor semantics (// and % floor in Python)."""
+    return _py(sympify(e))
+
+
+def _py(e) -> str:
+    if e.is_Integer:
+        return str(int(e)) if int(e) >= 0 else f"({int(e)})"
+    if e.is_Symbol:
+        return e.name
+    if e.is_Add:
+        terms = sorted(e.args, key=lambda t: (t.is_Integer, sympy.default_sort_key(t)))
+        return "(" + " + ".join(_py(t) for t in terms) + ")"
+    if e.is_Mul:
+        return "(" + "*".join(_py(a) for a in e.args) + ")"
+    if e.is_Pow and e.exp.is_Integer and int(e.exp) >= 0:
+        return f"({_py(e.base)}**{int(e.exp)})"
+    if isinstance(e, FloorDiv):
+        return f"({_py(e.args[0])} // {_py(e.args[1])})"
+    if isinstance(e, CeilDiv):
+        return f"(-((-{_py(e.args[0])}) // {_py(e.args[1])}))"
+    if isinstance(e, ModularIndexing):
+        a, d, m = (_py(x) for x in e.args)
+        return f"(({a} // {d}) % {m})"
+    if isinstance(e, (sympy.Min, sympy.Max)):
+        fn = "min" if isinstance(e, sympy.Min) else "max"
+        return f"{fn}({', '.join(_py(a) for a in e.args)})"
+    raise NotImplementedError(f"cannot print index expression {e!r} to Python")
 
 
 def evaluate(e, env: dict) -> np.ndarray | int:

@@ -7,16 +7,16 @@ as eager PyTorch does on CPU. Slow by design: clarity over speed.
 
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
 from . import dtypes as dt
 from .expr import Constant, IndexValue, Load, Op, Value, walk
-from .graph import ComputedBuffer, ExternKernel, Graph, Layout, Reduction
+from .graph import ComputedBuffer, ExternKernel, Graph, Layout, Reduction, Scan
 from .index import as_int, pointwise_vars, reduction_vars
 from .index_printer import evaluate
-from .ops import op_def, reduction_def
+from .ops import op_def, reduction_def, scan_def
 
 
 def to_storage(array: np.ndarray, layout: Layout) -> np.ndarray:
@@ -60,30 +60,49 @@ def eval_value(root: Value, env: dict, buffers: Mapping[str, np.ndarray], shape)
         elif isinstance(n, IndexValue):
             r = _compute(np.asarray(evaluate(n.index, env)), n.dtype)
         elif isinstance(n, Load):
-            local = dict(env)
-            for sym, v, bound in n.indirect:
-                iv = memo[id(v)].astype(np.int64)
-                bad = (iv < 0) | (iv >= as_int(bound))
-                if np.any(bad):
-                    raise IndexError(
-                        f"indirect index out of bounds reading {n.buffer}: "
-                        f"value {int(iv[bad].flat[0])} not in [0, {bound})"
-                    )
-                local[sym] = iv
-            idx = np.broadcast_to(evaluate(n.index, local), shape)
-            r = _compute(buffers[n.buffer][idx], n.dtype)
+            r = _load(n, env, memo, buffers, shape)
         elif isinstance(n, Op):
             args = [memo[id(a)] for a in n.args]
             if n.name == "to_dtype":
                 r = _compute(dt.round_to(args[0], n.dtype), n.dtype)
             else:
+                d = op_def(n.name)
                 with np.errstate(all="ignore"):
-                    r = op_def(n.name).numpy(*args)
+                    r = d.numpy(*args, dtype=n.dtype) if d.dtype_arg else d.numpy(*args)
                 r = _compute(dt.round_to(r, n.dtype), n.dtype)
         else:
             raise TypeError(f"unknown value node {type(n).__name__}")
         memo[id(n)] = r
     return np.broadcast_to(memo[id(root)], shape)
+
+
+def _load(n: Load, env: dict, memo: dict, buffers, shape) -> np.ndarray:
+    """Read `n` at every grid point; masked-off points read nothing and yield `other`."""
+    active = np.ones(shape, dtype=bool)
+    if n.mask is not None:
+        active = np.broadcast_to(memo[id(n.mask)].astype(bool), shape)
+    local = dict(env)
+    for sym, v, bound in n.indirect:
+        iv = np.broadcast_to(memo[id(v)].astype(np.int64), shape)
+        bad = active & ((iv < 0) | (iv >= as_int(bound)))
+        if np.any(bad):
+            raise IndexError(
+                f"indirect index out of bounds reading {n.buffer}: value {int(iv[bad].flat[0])} not in [0, {bound})"
+            )
+        local[sym] = np.where(active, iv, 0)
+    storage = buffers[n.buffer]
+    idx = np.broadcast_to(np.asarray(evaluate(n.index, local), dtype=np.int64), shape)
+    bad = active & ((idx < 0) | (idx >= storage.shape[0]))
+    if np.any(bad):
+        raise IndexError(
+            f"load of {n.buffer} at storage index {int(idx[bad].flat[0])} outside [0, {storage.shape[0]}) "
+            f"(index {n.index})"
+        )
+    r = _compute(storage[np.where(active, idx, 0)] if storage.shape[0] else np.zeros(shape, storage.dtype), n.dtype)
+    if n.mask is not None:
+        other = _compute(dt.round_to(np.asarray(n.other), n.dtype), n.dtype)
+        r = np.where(active, r, other)
+    return r
 
 
 def _numel(sizes) -> int:
@@ -102,10 +121,19 @@ def run_node(node: ComputedBuffer, buffers: Mapping[str, np.ndarray]) -> np.ndar
         vals = eval_value(body.value, env, buffers, shape)
         rdef = reduction_def(body.reduction_type)
         if _numel(rsizes) == 0:
-            ident = rdef.identity(body.value.dtype)
+            ident = (rdef.empty or rdef.identity)(body.value.dtype)
             result = np.full(tuple(sizes), ident, dtype=dt.compute_dtype(body.dtype).np)
         else:
-            result = rdef.numpy(vals.reshape(tuple(sizes) + (-1,)), len(sizes))
+            with np.errstate(all="ignore"):
+                result = rdef.numpy(vals.reshape(tuple(sizes) + (-1,)), len(sizes))
+        dtype = body.dtype
+    elif isinstance(body, Scan):
+        shape = tuple(sizes)
+        vals = eval_value(body.value, _grid(sizes, pvars), buffers, shape)
+        if _numel(sizes) == 0:
+            result = np.zeros(shape, dtype=dt.compute_dtype(body.dtype).np)
+        else:
+            result = scan_def(body.scan_type).numpy(np.ascontiguousarray(vals), body.axis)
         dtype = body.dtype
     else:
         shape = tuple(sizes)

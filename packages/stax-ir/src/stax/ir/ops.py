@@ -9,12 +9,14 @@ interpreter rounds results to the op's dtype, which is how eager CPU behaves.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
 from . import dtypes as dt
+from . import numerics as nm
+from . import rng
 
 # dtype rules: how an op's result dtype follows from its operands.
 SAME = "same"  # all operands share one dtype; the result has it
@@ -23,6 +25,7 @@ FLOAT = "float"  # floating operands only; result has their dtype
 INT = "int"  # integer/bool operands only; result has their dtype
 WHERE = "where"  # (cond, a, b): result is a's dtype (a and b agree)
 CAST = "cast"  # result dtype is given explicitly (to_dtype)
+RANDOM = "random"  # (seed, offset) int64 operands; result float32
 
 
 @dataclass(frozen=True)
@@ -32,80 +35,18 @@ class OpDef:
     dtype_rule: str
     numpy: Callable
     doc: str = ""
+    dtypes: tuple | None = None  # operand dtype names allowed beyond the rule (None: any the rule allows)
+    dtype_arg: bool = False  # numpy also gets dtype=<result DType> (half types that round mid-op)
 
 
-def _int_div_guard(b):
-    if np.any(np.asarray(b) == 0):
-        raise ZeroDivisionError("integer division by zero (ZeroDivisionError)")
+def _quiet(fn):
+    """numpy without floating-point warnings: inf/nan results are the point."""
 
-
-def _floordiv(a, b):
-    a, b = np.asarray(a), np.asarray(b)
-    if a.dtype.kind in "iub":
-        _int_div_guard(b)
-        return np.floor_divide(a, b)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.floor(a / b)
-
-
-def _truncdiv(a, b):
-    a, b = np.asarray(a), np.asarray(b)
-    if a.dtype.kind in "iub":
-        _int_div_guard(b)
-        q = np.abs(a) // np.abs(b)
-        return np.where((a < 0) != (b < 0), -q, q).astype(a.dtype)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.trunc(a / b)
-
-
-def _remainder(a, b):
-    a, b = np.asarray(a), np.asarray(b)
-    if a.dtype.kind in "iub":
-        _int_div_guard(b)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.mod(a, b)  # sign of the divisor, as torch.remainder
-
-
-def _fmod(a, b):
-    a, b = np.asarray(a), np.asarray(b)
-    if a.dtype.kind in "iub":
-        _int_div_guard(b)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.fmod(a, b)  # sign of the dividend, as torch.fmod
-
-
-def _div(a, b):
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.true_divide(a, b)
-
-
-def _unary_float(fn):
-    def f(a):
+    def f(*args):
         with np.errstate(all="ignore"):
-            return fn(a)
+            return fn(*args)
 
     return f
-
-
-def _scalar_map(fn):
-    vec = np.frompyfunc(fn, 1, 1)
-
-    def f(a):
-        a = np.asarray(a)
-        return vec(a.astype(np.float64)).astype(a.dtype)
-
-    return f
-
-
-def _safe_lgamma(x):
-    try:
-        return math.lgamma(x)
-    except (ValueError, OverflowError):
-        return math.inf
-
-
-def _erf(x):
-    return math.erf(x) if not math.isnan(x) else math.nan
 
 
 def _sigmoid(a):
@@ -120,74 +61,75 @@ def _rsqrt(a):
         return one / np.sqrt(a)
 
 
-def _relu(a):
-    return np.where(a > 0, a, np.where(np.isnan(a), a, a.dtype.type(0))) if a.dtype.kind == "f" else np.maximum(a, 0)
+def _random(fn):
+    def f(seed, offset):
+        return fn(seed, offset)
+
+    return f
 
 
-def _sign(a):
-    return np.sign(a)
-
-
-def _pow(a, b):
-    with np.errstate(all="ignore"):
-        if np.asarray(a).dtype.kind in "iu":
-            if np.any(np.asarray(b) < 0):
-                raise ValueError("Integers to negative integer powers are not allowed.")
-        return np.power(a, b)
-
-
-def _bitwise(fn):
-    return lambda a, b: fn(a, b)
-
+_INTS = ("uint8", "int8", "int16", "int32", "int64")
 
 _TABLE = [
     # arithmetic
     OpDef("add", 2, SAME, np.add),
     OpDef("sub", 2, SAME, np.subtract),
     OpDef("mul", 2, SAME, np.multiply),
-    OpDef("truediv", 2, FLOAT, _div, "float division (IEEE: x/0 = inf, 0/0 = nan)"),
-    OpDef("floordiv", 2, SAME, _floordiv, "floor division; integer /0 is an error"),
-    OpDef("truncdiv", 2, SAME, _truncdiv, "C division toward zero; integer /0 is an error"),
-    OpDef("remainder", 2, SAME, _remainder, "result has the divisor's sign (torch.remainder)"),
-    OpDef("fmod", 2, SAME, _fmod, "result has the dividend's sign (torch.fmod)"),
-    OpDef("neg", 1, SAME, np.negative),
-    OpDef("abs", 1, SAME, np.abs),
+    OpDef("truediv", 2, FLOAT, _quiet(np.true_divide), "float division (IEEE: x/0 = inf, 0/0 = nan)"),
+    OpDef("floordiv", 2, SAME, nm.floordiv, "floor division; integer /0 is an error"),
+    OpDef("truncdiv", 2, SAME, nm.truncdiv, "C division toward zero; integer /0 is an error; half types "
+          "round the quotient to their dtype before truncating, as eager", dtype_arg=True),
+    OpDef("remainder", 2, SAME, nm.remainder, "result has the divisor's sign (torch.remainder)"),
+    OpDef("fmod", 2, SAME, nm.fmod, "result has the dividend's sign (torch.fmod)"),
+    OpDef("neg", 1, SAME, np.negative, "integers wrap"),
+    OpDef("abs", 1, SAME, np.abs, "abs(INT_MIN) wraps to INT_MIN, as eager"),
+    OpDef("square", 1, SAME, lambda a: a * a),
     OpDef("maximum", 2, SAME, np.maximum, "propagates NaN like torch.maximum"),
     OpDef("minimum", 2, SAME, np.minimum, "propagates NaN like torch.minimum"),
-    OpDef("sign", 1, SAME, _sign),
-    OpDef("relu", 1, SAME, _relu, "max(x, 0); NaN stays NaN"),
-    OpDef("pow", 2, SAME, _pow),
+    OpDef("fmax", 2, FLOAT, np.fmax, "ignores NaN like torch.fmax"),
+    OpDef("fmin", 2, FLOAT, np.fmin, "ignores NaN like torch.fmin"),
+    OpDef("sign", 1, SAME, nm.sign, "NaN -> 0, as torch.sign"),
+    OpDef("relu", 1, SAME, nm.relu, "max(x, 0); NaN stays NaN"),
+    OpDef("pow", 2, SAME, nm.power, "integer ** negative is an error; integers wrap"),
     # floating math
-    OpDef("exp", 1, FLOAT, _unary_float(np.exp)),
-    OpDef("exp2", 1, FLOAT, _unary_float(np.exp2)),
-    OpDef("expm1", 1, FLOAT, _unary_float(np.expm1)),
-    OpDef("log", 1, FLOAT, _unary_float(np.log)),
-    OpDef("log2", 1, FLOAT, _unary_float(np.log2)),
-    OpDef("log10", 1, FLOAT, _unary_float(np.log10)),
-    OpDef("log1p", 1, FLOAT, _unary_float(np.log1p)),
-    OpDef("sqrt", 1, FLOAT, _unary_float(np.sqrt)),
+    OpDef("exp", 1, FLOAT, _quiet(np.exp)),
+    OpDef("exp2", 1, FLOAT, _quiet(np.exp2)),
+    OpDef("expm1", 1, FLOAT, _quiet(np.expm1)),
+    OpDef("log", 1, FLOAT, _quiet(np.log)),
+    OpDef("log2", 1, FLOAT, _quiet(np.log2)),
+    OpDef("log10", 1, FLOAT, _quiet(np.log10)),
+    OpDef("log1p", 1, FLOAT, _quiet(np.log1p)),
+    OpDef("logaddexp", 2, FLOAT, _quiet(np.logaddexp)),
+    OpDef("sqrt", 1, FLOAT, _quiet(np.sqrt)),
     OpDef("rsqrt", 1, FLOAT, _rsqrt),
-    OpDef("reciprocal", 1, FLOAT, _unary_float(lambda a: a.dtype.type(1) / a)),
-    OpDef("sin", 1, FLOAT, _unary_float(np.sin)),
-    OpDef("cos", 1, FLOAT, _unary_float(np.cos)),
-    OpDef("tan", 1, FLOAT, _unary_float(np.tan)),
-    OpDef("asin", 1, FLOAT, _unary_float(np.arcsin)),
-    OpDef("acos", 1, FLOAT, _unary_float(np.arccos)),
-    OpDef("atan", 1, FLOAT, _unary_float(np.arctan)),
-    OpDef("sinh", 1, FLOAT, _unary_float(np.sinh)),
-    OpDef("cosh", 1, FLOAT, _unary_float(np.cosh)),
-    OpDef("tanh", 1, FLOAT, _unary_float(np.tanh)),
-    OpDef("asinh", 1, FLOAT, _unary_float(np.arcsinh)),
-    OpDef("acosh", 1, FLOAT, _unary_float(np.arccosh)),
-    OpDef("atanh", 1, FLOAT, _unary_float(np.arctanh)),
-    OpDef("atan2", 2, FLOAT, _unary_float(np.arctan2)),
-    OpDef("erf", 1, FLOAT, _scalar_map(_erf)),
-    OpDef("lgamma", 1, FLOAT, _scalar_map(_safe_lgamma)),
+    OpDef("reciprocal", 1, FLOAT, _quiet(lambda a: a.dtype.type(1) / a)),
+    OpDef("sin", 1, FLOAT, _quiet(np.sin)),
+    OpDef("cos", 1, FLOAT, _quiet(np.cos)),
+    OpDef("tan", 1, FLOAT, _quiet(np.tan)),
+    OpDef("asin", 1, FLOAT, _quiet(np.arcsin)),
+    OpDef("acos", 1, FLOAT, _quiet(np.arccos)),
+    OpDef("atan", 1, FLOAT, _quiet(np.arctan)),
+    OpDef("sinh", 1, FLOAT, _quiet(np.sinh)),
+    OpDef("cosh", 1, FLOAT, _quiet(np.cosh)),
+    OpDef("tanh", 1, FLOAT, _quiet(np.tanh)),
+    OpDef("asinh", 1, FLOAT, _quiet(np.arcsinh)),
+    OpDef("acosh", 1, FLOAT, _quiet(np.arccosh)),
+    OpDef("atanh", 1, FLOAT, _quiet(np.arctanh)),
+    OpDef("atan2", 2, FLOAT, _quiet(np.arctan2)),
+    OpDef("hypot", 2, FLOAT, _quiet(np.hypot), "hypot(inf, nan) = inf"),
+    OpDef("copysign", 2, FLOAT, np.copysign),
+    OpDef("nextafter", 2, FLOAT, np.nextafter, "next float32/float64 value (half types: not supported)",
+          ("float32", "float64")),
+    OpDef("erf", 1, FLOAT, nm.scalar_map(nm.erf_scalar)),
+    OpDef("erfc", 1, FLOAT, nm.scalar_map(nm.erfc_scalar)),
+    OpDef("erfinv", 1, FLOAT, nm.scalar_map(nm.erfinv_scalar), "erfinv(+-1) = +-inf; |x| > 1 -> nan"),
+    OpDef("lgamma", 1, FLOAT, nm.scalar_map(nm.lgamma_scalar), "+inf at the poles 0, -1, -2, ..."),
     OpDef("sigmoid", 1, FLOAT, _sigmoid),
-    OpDef("floor", 1, SAME, np.floor),
-    OpDef("ceil", 1, SAME, np.ceil),
-    OpDef("round", 1, SAME, np.rint, "round half to even, as torch.round"),
-    OpDef("trunc", 1, SAME, np.trunc),
+    OpDef("frac", 1, FLOAT, nm.frac, "x - trunc(x)"),
+    OpDef("floor", 1, SAME, nm.int_identity(np.floor), "identity on integers"),
+    OpDef("ceil", 1, SAME, nm.int_identity(np.ceil), "identity on integers"),
+    OpDef("round", 1, SAME, nm.int_identity(np.rint), "round half to even, as torch.round"),
+    OpDef("trunc", 1, SAME, nm.int_identity(np.trunc), "identity on integers"),
     # comparisons and logic
     OpDef("eq", 2, BOOL, np.equal),
     OpDef("ne", 2, BOOL, np.not_equal),
@@ -197,17 +139,25 @@ _TABLE = [
     OpDef("ge", 2, BOOL, np.greater_equal),
     OpDef("isnan", 1, BOOL, np.isnan),
     OpDef("isinf", 1, BOOL, np.isinf),
+    OpDef("isfinite", 1, BOOL, np.isfinite),
+    OpDef("signbit", 1, BOOL, np.signbit, "true for -0.0 and negative NaN"),
     OpDef("logical_and", 2, BOOL, np.logical_and),
     OpDef("logical_or", 2, BOOL, np.logical_or),
     OpDef("logical_xor", 2, BOOL, np.logical_xor),
     OpDef("logical_not", 1, BOOL, np.logical_not),
-    OpDef("bitwise_and", 2, INT, _bitwise(np.bitwise_and)),
-    OpDef("bitwise_or", 2, INT, _bitwise(np.bitwise_or)),
-    OpDef("bitwise_xor", 2, INT, _bitwise(np.bitwise_xor)),
+    OpDef("bitwise_and", 2, INT, np.bitwise_and),
+    OpDef("bitwise_or", 2, INT, np.bitwise_or),
+    OpDef("bitwise_xor", 2, INT, np.bitwise_xor),
     OpDef("bitwise_not", 1, INT, np.invert),
+    OpDef("bitwise_left_shift", 2, INT, nm.shift_left, "shift < 0 or >= bit width gives 0", _INTS),
+    OpDef("bitwise_right_shift", 2, INT, nm.shift_right, "arithmetic; shift < 0 or >= width fills with the sign",
+          _INTS),
     # selection and conversion
     OpDef("where", 3, WHERE, np.where),
-    OpDef("to_dtype", 1, CAST, lambda a: a, "convert; float->int truncates toward zero"),
+    OpDef("to_dtype", 1, CAST, lambda a: a, "convert; float->int truncates toward zero (dtypes.round_to)"),
+    # counter-based random numbers (rng.py): (seed int64, offset int64) -> float32
+    OpDef("rand", 2, RANDOM, _random(rng.rand), "uniform [0, 1), Philox4x32-10 as tl.rand"),
+    OpDef("randn", 2, RANDOM, _random(rng.randn), "standard normal, Box-Muller as tl.randn"),
 ]
 
 OPS: dict[str, OpDef] = {d.name: d for d in _TABLE}
@@ -236,6 +186,10 @@ def result_dtype(name: str, arg_dtypes, cast_to: dt.DType | None = None) -> dt.D
             raise TypeError(f"where: branches differ in dtype: {arg_dtypes[1]} vs {arg_dtypes[2]}")
         return arg_dtypes[1]
     first = arg_dtypes[0]
+    if d.dtype_rule == RANDOM:
+        if any(a != dt.int64 for a in arg_dtypes):
+            raise TypeError(f"{name} takes int64 (seed, offset), got {[str(a) for a in arg_dtypes]}")
+        return dt.float32
     if any(a != first for a in arg_dtypes):
         raise TypeError(f"{name}: operands must share one dtype, got {[str(a) for a in arg_dtypes]}")
     if d.dtype_rule == BOOL:
@@ -244,6 +198,8 @@ def result_dtype(name: str, arg_dtypes, cast_to: dt.DType | None = None) -> dt.D
         raise TypeError(f"{name} needs floating operands, got {first}")
     if d.dtype_rule == INT and first.is_floating:
         raise TypeError(f"{name} needs integer or bool operands, got {first}")
+    if d.dtypes is not None and first.name not in d.dtypes:
+        raise TypeError(f"{name} supports {list(d.dtypes)} operands, got {first}")
     return first
 
 
@@ -254,11 +210,27 @@ class ReductionDef:
     identity: Callable[[dt.DType], object]
     numpy: Callable  # (array, axis) -> array
     result: str = SAME  # SAME, BOOL or 'int64' (arg reductions)
+    empty: Callable[[dt.DType], object] | None = None  # result over zero elements; None: identity
+    doc: str = ""
 
 
 def _nan_max(a, axis):
     r = np.max(a, axis=axis)
     return r
+
+
+def _welford_mean(a, axis):
+    return np.mean(a.astype(np.float64), axis=axis).astype(a.dtype)
+
+
+def _welford_m2(a, axis):
+    a64 = a.astype(np.float64)
+    d = a64 - np.mean(a64, axis=axis, keepdims=True)
+    return np.sum(d * d, axis=axis).astype(a.dtype)
+
+
+def _welford_count(a, axis):
+    return np.full(np.delete(a.shape, axis), a.shape[axis], dtype=a.dtype)
 
 
 def _argfirst(fn):
@@ -295,8 +267,18 @@ REDUCTIONS: dict[str, ReductionDef] = {
         ReductionDef("argmin", _highest, _argfirst(np.argmin), "int64"),
         ReductionDef("any", lambda d: False, np.any, BOOL),
         ReductionDef("all", lambda d: True, np.all, BOOL),
+        # The three outputs of one Welford reduction (see WELFORD_OUTPUTS).
+        ReductionDef("welford_mean", lambda d: 0, _welford_mean, empty=lambda d: math.nan,
+                     doc="mean of the values"),
+        ReductionDef("welford_m2", lambda d: 0, _welford_m2, doc="sum of squared deviations from the mean"),
+        ReductionDef("welford_count", lambda d: 0, _welford_count, doc="number of values (in the value dtype)"),
     ]
 }
+
+# One Welford reduction has three outputs: a codegen keeps one (mean, m2, count)
+# accumulator for all three buffers that share (value, ranges, reduction_ranges)
+# and the scheduler fuses them (SAME_VARS_REDUCE). var = m2 / (count - correction).
+WELFORD_OUTPUTS = ("welford_mean", "welford_m2", "welford_count")
 
 
 def reduction_def(name: str) -> ReductionDef:
@@ -313,3 +295,68 @@ def reduction_result_dtype(name: str, value_dtype: dt.DType) -> dt.DType:
     if r.result == "int64":
         return dt.int64
     return value_dtype
+
+
+# Scans: an inclusive prefix combine along one axis (Scan bodies in graph.py).
+@dataclass(frozen=True)
+class ScanDef:
+    name: str
+    identity: Callable[[dt.DType], object]
+    numpy: Callable  # (array, axis) -> array of the same shape
+    result: str = SAME  # SAME or 'int64' (index outputs)
+    doc: str = ""
+
+
+def _cum_index(better):
+    """Index of the running extreme: ties and NaN move it to the later element, as torch.cummax."""
+
+    def f(a, axis):
+        a = np.moveaxis(np.asarray(a), axis, -1)
+        out = np.zeros(a.shape, dtype=np.int64)
+        best = a[..., 0].copy()
+        idx = np.zeros(a.shape[:-1], dtype=np.int64)
+        for k in range(a.shape[-1]):
+            x = a[..., k]
+            with np.errstate(invalid="ignore"):
+                take = better(x, best) | (x == best) | (np.isnan(x) if a.dtype.kind == "f" else False)
+            if a.dtype.kind == "f":
+                take &= ~(np.isnan(best) & ~np.isnan(x))
+            best = np.where(take, x, best)
+            idx = np.where(take, k, idx)
+            out[..., k] = idx
+        return np.moveaxis(out, -1, axis)
+
+    return f
+
+
+def _accumulate(ufunc):
+    def f(a, axis):
+        with np.errstate(all="ignore"):
+            return ufunc.accumulate(a, axis=axis, dtype=a.dtype)
+
+    return f
+
+
+SCANS: dict[str, ScanDef] = {
+    s.name: s
+    for s in [
+        ScanDef("cumsum", lambda d: 0, _accumulate(np.add)),
+        ScanDef("cumprod", lambda d: 1, _accumulate(np.multiply)),
+        ScanDef("cummax", _lowest, _accumulate(np.maximum), doc="NaN propagates"),
+        ScanDef("cummin", _highest, _accumulate(np.minimum), doc="NaN propagates"),
+        ScanDef("cummax_index", _lowest, _cum_index(np.greater), "int64", "torch.cummax indices: last tie, NaN sticks"),
+        ScanDef("cummin_index", _highest, _cum_index(np.less), "int64", "torch.cummin indices: last tie, NaN sticks"),
+        ScanDef("logcumsumexp", lambda d: -math.inf, _accumulate(np.logaddexp), doc="floating only"),
+    ]
+}
+
+
+def scan_def(name: str) -> ScanDef:
+    try:
+        return SCANS[name]
+    except KeyError:
+        raise ValueError(f"unknown stax scan {name!r}; known: {sorted(SCANS)}") from None
+
+
+def scan_result_dtype(name: str, value_dtype: dt.DType) -> dt.DType:
+    return dt.int64 if scan_def(name).result == "int64" else value_dtype

@@ -43,11 +43,13 @@ class Kernel(_Hashed):
     group: tuple
     node_type: str = "SchedulerNode"
     outer_depth: int = 0
+    node_groups: tuple = ()  # per node (same order as `nodes`): its own iteration group, size-1 dims dropped
 
     def __post_init__(self):
         if self.kind not in KERNEL_KINDS:
             raise ValueError(f"unknown kernel kind {self.kind!r}")
         object.__setattr__(self, "nodes", tuple(self.nodes))
+        object.__setattr__(self, "node_groups", tuple(self.node_groups))
 
     def __str__(self) -> str:
         depth = f" outer_depth={self.outer_depth}" if self.kind == OUTER_LOOP_FUSED else ""
@@ -82,12 +84,15 @@ class MemoryPlan(_Hashed):
     peak_bytes: int = 0
     lower_bound_bytes: int = 0
     arena_bytes: int | None = None  # storage-pool size for inference, when planned
+    offsets: tuple = ()  # ((buffer, byte offset in the arena), ...) when the arena is planned
 
     def __str__(self) -> str:
         head = f"memory plan: peak {self.peak_bytes} B, M* {self.lower_bound_bytes} B"
         if self.arena_bytes is not None:
             head += f", arena {self.arena_bytes} B"
-        return "\n".join([head] + ["  " + str(e) for e in self.events])
+        lines = [head] + ["  " + str(e) for e in self.events]
+        lines += [f"  arena[{off}] {name}" for name, off in self.offsets]
+        return "\n".join(lines)
 
 
 @dataclass(frozen=True)

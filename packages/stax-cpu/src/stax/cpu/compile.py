@@ -1,0 +1,131 @@
+"""compile_schedule: Schedule -> C++ -> shared libraries -> CompiledModule with `call(args)`.
+
+The pipeline, one step per line: pick the ISA, emit each kernel, build (cached,
+in parallel), load, generate the wrapper, exec it against the runtime hooks.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import time
+
+from stax.ir import ExternKernel, loads
+from stax.ir import dtypes as dt
+from stax.sched import CompiledModule, Schedule
+from stax.sched.schedule import EXTERN
+
+from . import isa as isa_mod
+from . import runtime, toolchain
+from .config import CpuConfig, resolve_cache_dir, resolve_num_threads, resolve_workers
+from .kernel import KernelSource, emit_kernel
+from .prelude import PRELUDE
+from .vec_prelude import vec_prelude
+from .wrapper import wrapper_source
+
+log = logging.getLogger("stax.cpu")
+
+
+def _reads(graph, kernel) -> set:
+    out = set()
+    for name in kernel.nodes:
+        node = graph.node(name)
+        if isinstance(node, ExternKernel):
+            out.update(node.inputs)
+        else:
+            out.update(ld.buffer for ld in loads(node.body.value))
+    return out
+
+
+def escaping_buffers(schedule: Schedule, kernel) -> set:
+    """Buffers of `kernel` that something outside it reads (other kernels, the graph's outputs)."""
+    g = schedule.graph
+    out = set(g.outputs)
+    for other in schedule.kernels:
+        if other is not kernel:
+            out |= _reads(g, other)
+    return out
+
+
+def generate_kernels(schedule: Schedule, config: CpuConfig, isa: isa_mod.Isa, threads: int) -> list[KernelSource]:
+    """The C++ function of every non-extern kernel, in schedule order."""
+    return [
+        emit_kernel(k, schedule.graph, threads, config.min_chunk,
+                    vector_bytes=isa.vector_bytes if config.vectorize else 0,
+                    escaping=escaping_buffers(schedule, k))
+        for k in schedule.kernels
+        if k.kind != EXTERN
+    ]
+
+
+def unit_source(kernels: list[KernelSource], isa: isa_mod.Isa) -> str:
+    """One translation unit: the prelude plus the given kernels."""
+    vec = vec_prelude(isa.vector_bytes // 4) if any(k.vectorized for k in kernels) else ""
+    return PRELUDE + vec + "\n" + "\n".join(k.code for k in kernels)
+
+
+def compile_schedule(schedule: Schedule, *, allocator=None, extern_kernels=None, config: CpuConfig | None = None
+                     ) -> CompiledModule:
+    config = config or CpuConfig()
+    allocator = allocator or runtime.NumpyAllocator()
+    extern_kernels = dict(extern_kernels or {})
+    t0 = time.perf_counter()
+    cxx = toolchain.find_cxx(config.cxx)
+    cache_dir = resolve_cache_dir(config)
+    isa = isa_mod.select(cxx, cache_dir, config.isa)
+    threads = resolve_num_threads(config)
+    flags = tuple(config.opt_flags) + isa.flags + toolchain.BASE_FLAGS + tuple(config.extra_flags)
+
+    graph = schedule.graph
+    externs: dict[str, str] = {}
+    ns: dict = {}
+    for k in schedule.kernels:
+        if k.kind == EXTERN:
+            node = graph.node(k.nodes[0])
+            assert isinstance(node, ExternKernel)
+            fn = extern_kernels.get(node.kernel)
+            if fn is None:
+                raise KeyError(f"no implementation given for extern kernel {node.kernel!r} (node {node.name})")
+            externs[node.name] = f"ext_{node.name}"
+            ns[f"ext_{node.name}"] = fn
+            ns[f"consts_{node.name}"] = dict(node.constants)
+
+    kernels = generate_kernels(schedule, config, isa, threads)
+    units = [unit_source([k], isa) for k in kernels]  # one unit per kernel: parallel builds, shared cache hits
+    paths = toolchain.build(units, cxx, flags, cache_dir, resolve_workers(config))
+    for ks, path, src in zip(kernels, paths, units):
+        lib = toolchain.load(path, src, cxx, flags)
+        fn = getattr(lib, ks.name)
+        fn.argtypes = [ctypes.c_void_p] * (len(ks.params) + 1)
+        fn.restype = ctypes.c_int
+        ns[f"k_{ks.name}"] = fn
+
+    def build_copy():
+        (p,) = toolchain.build([runtime.COPY_SOURCE], cxx, ("-O2", "-shared", "-fPIC"), cache_dir, 1)
+        f = toolchain.load(p, runtime.COPY_SOURCE, cxx, ("-O2", "-shared", "-fPIC")).stax_copy_strided
+        f.restype = None
+        return f
+
+    index_loads = {k.name: k.index_loads for k in kernels}
+    ns.update(
+        empty_strided=allocator.empty_strided,
+        data_ptr=allocator.data_ptr,
+        as_strided=getattr(allocator, "as_strided", None),
+        check_input=lambda buf, sizes, strides, d, name: runtime.check_input(allocator, buf, sizes, strides, d, name),
+        new_err=runtime.new_error_array,
+        addressof=ctypes.addressof,
+        raise_error=lambda err, kname: runtime.raise_kernel_error(err, kname, index_loads.get(kname, ())),
+        fix_layout=runtime.LayoutFixer(allocator, build_copy),
+        **{f"dt_{d.name}": d for d in dt.ALL_DTYPES},
+    )
+    local = {b for k in kernels for b in k.local}
+    wsrc = wrapper_source(schedule, {k.name: k.params for k in kernels}, externs, local)
+    if ns["as_strided"] is None and "as_strided(" in wsrc:
+        raise RuntimeError("memory plan reuses a buffer with another layout but the allocator has no as_strided")
+    exec(compile(wsrc, f"<stax-cpu wrapper {schedule.content_hash()[:12]}>", "exec"), ns)
+    source = (
+        f"// ---- C++ ({isa.name}, {threads} threads) ----\n{unit_source(kernels, isa)}\n"
+        f"# ---- Python wrapper ----\n{wsrc}"
+    )
+    log.info("compiled %d kernel(s) in %.3f s", len(kernels), time.perf_counter() - t0)
+    return CompiledModule(source, ns["call"], "cpu", tuple(k.name for k in kernels))

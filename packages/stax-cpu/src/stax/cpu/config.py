@@ -1,0 +1,54 @@
+"""CpuConfig: every knob of the CPU backend in one frozen dataclass, passed explicitly.
+
+Fields left as None are resolved from the environment when used (see `resolve_*`),
+so a config object never captures process state by itself.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+ISA_LEVELS = ("avx512", "avx2", "none")  # widest first: the probe order of §8.1
+
+
+@dataclass(frozen=True)
+class CpuConfig:
+    isa: str | None = None  # 'avx512' | 'avx2' | 'none'; None: $STAX_CPU_ISA, else the probe
+    cache_dir: str | None = None  # None: $STAX_CACHE_DIR, else ~/.cache/stax
+    num_threads: int | None = None  # None: $OMP_NUM_THREADS, else os.cpu_count()
+    cxx: str | None = None  # None: $CXX, else g++ / c++ / clang++ on PATH
+    opt_flags: tuple = ("-O3",)
+    extra_flags: tuple = ()
+    vectorize: bool = True  # emit the vectorized kernel form where legal
+    tile: bool = True  # emit 2-D tiled loops for transpose-like access (§8.2)
+    min_chunk: int = 512  # Algorithm 8.1's minimum iterations per thread (m)
+    compile_workers: int | None = None  # parallel g++ processes; None: os.cpu_count()
+
+    def __post_init__(self):
+        if self.isa is not None and self.isa not in ISA_LEVELS:
+            raise ValueError(f"unknown ISA {self.isa!r}; expected one of {ISA_LEVELS}")
+
+
+def resolve_cache_dir(config: CpuConfig) -> Path:
+    if config.cache_dir:
+        return Path(config.cache_dir)
+    env = os.environ.get("STAX_CACHE_DIR")
+    return Path(env) if env else Path.home() / ".cache" / "stax"
+
+
+def resolve_num_threads(config: CpuConfig) -> int:
+    if config.num_threads:
+        return max(1, int(config.num_threads))
+    env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - non-Linux
+        return os.cpu_count() or 1
+
+
+def resolve_workers(config: CpuConfig) -> int:
+    return max(1, config.compile_workers or os.cpu_count() or 1)

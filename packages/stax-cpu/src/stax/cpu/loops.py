@@ -1,0 +1,168 @@
+"""Loop normalization for one node, and the parallel depth of Algorithm 8.1.
+
+`node_loops` turns a ComputedBuffer into the loop nest the C++ runs: size-1 dims
+dropped (their variables become 0), then adjacent dims of the same kind merged
+when every index of the body is linear in both with stride_outer == stride_inner *
+size_inner (a contiguous run becomes one longer loop: better vectors, more
+parallel work). Dims before `protect` are never merged: they are the outer loops
+an outer-loop-fused kernel shares with its other nodes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sympy
+from stax.ir import ComputedBuffer, IndexValue, Load, Reduction, walk
+from stax.ir.graph import Scan
+from stax.ir.index import as_int, contiguous_strides, pointwise_vars, reduction_vars, strided_index, var
+
+
+def loop_var(k: int) -> sympy.Symbol:
+    """The C++ loop variable of nest position k (x0, x1, ... as in Listing 7.1)."""
+    return var("x", k)
+
+
+def linear_coeffs(e: sympy.Expr, syms) -> dict | None:
+    """{sym: integer coefficient} if every term of `e` mentioning `syms` is c*sym; else None."""
+    syms = set(syms)
+    out: dict = {}
+    for term in sympy.Add.make_args(sympy.expand(e)):
+        used = term.free_symbols & syms
+        if not used:
+            continue
+        if len(used) > 1:
+            return None
+        (s,) = used
+        c, rest = term.as_independent(s, as_Add=False)
+        if rest != s or not c.is_Integer:
+            return None
+        out[s] = out.get(s, 0) + int(c)
+    return out
+
+
+@dataclass
+class NodeLoops:
+    """One node's loop nest: sizes outer->inner, the last `nred` of them reduction loops."""
+
+    node: ComputedBuffer
+    sizes: list
+    nred: int
+    rewrites: list = field(default_factory=list)  # xreplace dicts applied in order to any body index
+    _memo: dict = field(default_factory=dict)
+
+    @property
+    def npoint(self) -> int:
+        return len(self.sizes) - self.nred
+
+    @property
+    def is_reduction(self) -> bool:
+        """Reductions and scans: an accumulator over the trailing `nred` loops."""
+        return isinstance(self.node.body, Reduction | Scan)
+
+    @property
+    def is_scan(self) -> bool:
+        return isinstance(self.node.body, Scan)
+
+    @property
+    def accumulate(self) -> str:
+        body = self.node.body
+        return body.scan_type if isinstance(body, Scan) else body.reduction_type
+
+    def index(self, e) -> sympy.Expr:
+        """An index of the node's body rewritten over the loop variables x0, x1, ..."""
+        e = sympy.sympify(e)
+        got = self._memo.get(e)
+        if got is None:
+            got = e
+            for rw in self.rewrites:
+                got = got.xreplace(rw)
+            self._memo[e] = got
+        return got
+
+    def store_index(self) -> sympy.Expr:
+        return self.index(self.node.write_index())
+
+    def reduction_linear_index(self) -> sympy.Expr:
+        """Flat position within the reduction ranges (what argmax/argmin return), or along a scan's axis."""
+        body = self.node.body
+        if isinstance(body, Scan):
+            return self.index(pointwise_vars(len(body.ranges))[body.axis])
+        rs = [as_int(s) for s in body.reduction_ranges]
+        return self.index(strided_index(reduction_vars(len(rs)), contiguous_strides(rs)))
+
+    def total(self) -> int:
+        n = 1
+        for s in self.sizes:
+            n *= s
+        return n
+
+
+def body_indices(node: ComputedBuffer) -> list[sympy.Expr]:
+    """Every index expression the node evaluates: its store, loads, index values (and arg index)."""
+    out = [node.write_index()]
+    for n in walk(node.body.value):
+        if isinstance(n, Load | IndexValue):
+            out.append(n.index)
+    body = node.body
+    if isinstance(body, Scan):
+        out.append(pointwise_vars(len(body.ranges))[body.axis])
+    if isinstance(body, Reduction) and body.reduction_type in ("argmax", "argmin"):
+        rs = [as_int(s) for s in body.reduction_ranges]
+        out.append(strided_index(reduction_vars(len(rs)), contiguous_strides(rs)))
+    return out
+
+
+def _mergeable(exprs, a, b, size_b) -> bool:
+    for e in exprs:
+        if not (e.has(a) or e.has(b)):
+            continue
+        co = linear_coeffs(e, (a, b))
+        if co is None or co.get(a, 0) != co.get(b, 0) * size_b:
+            return False
+    return True
+
+
+def node_loops(node: ComputedBuffer, protect: int = 0, merge: bool = True) -> NodeLoops:
+    body = node.body
+    psizes = [as_int(s) for s in body.ranges]
+    if isinstance(body, Scan):  # the scan axis runs last and sequentially, like a reduction loop
+        pv = pointwise_vars(len(psizes))
+        dims = [(v, s, False) for k, (v, s) in enumerate(zip(pv, psizes)) if k != body.axis]
+        dims.append((pv[body.axis], psizes[body.axis], True))
+    else:
+        rsizes = [as_int(s) for s in body.reduction_ranges]
+        dims = [(v, s, False) for v, s in zip(pointwise_vars(len(psizes)), psizes)]
+        dims += [(v, s, True) for v, s in zip(reduction_vars(len(rsizes)), rsizes)]
+    zero = {v: sympy.Integer(0) for v, s, _ in dims if s == 1}
+    dims = [d for d in dims if d[1] != 1]
+    rewrites = [zero] if zero else []
+    exprs = [e.xreplace(zero) for e in body_indices(node)]
+    if merge:
+        k = len(dims) - 1
+        while k > protect:
+            (a, sa, ra), (b, sb, rb) = dims[k - 1], dims[k]
+            if ra == rb and _mergeable(exprs, a, b, sb):
+                m = sympy.Symbol(f"m{len(rewrites)}_{b.name}", integer=True, nonnegative=True)
+                rw = {a: sympy.Integer(0), b: m}
+                exprs = [e.xreplace(rw) for e in exprs]
+                rewrites.append(rw)
+                dims[k - 1 : k + 1] = [(m, sa * sb, ra)]
+            k -= 1
+    rename = {v: loop_var(k) for k, (v, _, _) in enumerate(dims) if v != loop_var(k)}
+    if rename:
+        rewrites.append(rename)
+    nred = sum(1 for d in dims if d[2])
+    return NodeLoops(node, [s for _, s, _ in dims], nred, rewrites)
+
+
+def parallel_depth(ranges, total: int, threads: int, min_chunk: int = 512) -> int:
+    """Algorithm 8.1: how many outer loops (of `ranges`, outer->inner) to run in parallel."""
+    seq, par, d = total, 1, 0
+    for r in ranges:
+        if par >= 2 * threads or par == threads:
+            break
+        if seq / threads < min_chunk:
+            break
+        d, par, seq = d + 1, par * r, seq / r
+    return d

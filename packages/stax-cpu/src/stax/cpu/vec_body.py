@@ -1,0 +1,250 @@
+"""The vectorized kernel form: which loop to vectorize (`plan_vector`) and the body emitter.
+
+The vector loop walks W lanes at a time (strip-mining, §8.1). Values that do not
+depend on that loop stay scalar and are broadcast where a vector op needs them
+(Listing 7.1's `Vectorized<float>(tmp1)`); contiguous accesses are vector loads and
+stores, any other access (strided, indirect, masked) a lane loop. A reduction over
+the vector loop keeps a vector accumulator combined by `vec_reduce_all` afterwards
+(horizontal); a reduction whose innermost *pointwise* loop is the contiguous one
+keeps one accumulator per lane and stores them as a vector (vertical).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy
+
+from stax.ir import Constant, IndexValue, Load, Op, walk
+from stax.ir import dtypes as dt
+from stax.ir.index import as_int
+from stax.ir.index_printer import to_c
+
+from . import cpp_ops as co
+from .loops import NodeLoops, linear_coeffs, loop_var
+
+VTYPE = {
+    "float32": "stax::vec::vfloat", "float16": "stax::vec::vfloat", "bfloat16": "stax::vec::vfloat",
+    "float64": "stax::vec::vdouble", "int32": "stax::vec::vint32", "int64": "stax::vec::vint64",
+    "bool": "stax::vec::vbool",
+}
+VEC_REDUCTIONS = ("sum", "prod", "max", "min")
+# ops that may take bool (mask) operands in the vector form
+BOOL_OPS = {"where", "logical_and", "logical_or", "logical_xor", "logical_not", "bitwise_and", "bitwise_or",
+            "bitwise_xor", "bitwise_not", "eq", "ne", "to_dtype"}
+HORIZONTAL = {"sum": "op_add", "prod": "op_mul", "max": "op_max", "min": "op_min"}
+
+
+def vtype(d: dt.DType) -> str:
+    return VTYPE[d.name]
+
+
+@dataclass(frozen=True)
+class VecPlan:
+    dim: int  # loop position vectorized
+    lanes: int
+    vertical: bool  # a pointwise loop vectorized around reduction loops
+    tail: bool  # the loop size is not a multiple of lanes
+
+
+def _body_ok(nl: NodeLoops) -> bool:
+    for n in walk(nl.node.body.value):
+        if n.dtype.name not in VTYPE:
+            return False
+        if isinstance(n, Op) and n.name not in BOOL_OPS:
+            if any(a.dtype.is_bool for a in n.args):
+                return False
+        if isinstance(n, Op) and n.name == "where" and any(a.dtype.is_bool for a in n.args[1:]):
+            return False
+    return nl.node.layout.dtype.name in VTYPE
+
+
+def _access_score(group: list[NodeLoops], dim: int) -> int:
+    """Bytes accessed contiguously along loop `dim` minus bytes that would need lane loops."""
+    x = loop_var(dim)
+    score = 0
+    for nl in group:
+        accesses = [(nl.store_index(), nl.node.layout.dtype)]
+        accesses += [(nl.index(n.index), n.dtype) for n in walk(nl.node.body.value) if isinstance(n, Load)]
+        for idx, d in accesses:
+            co_ = linear_coeffs(idx, [x])
+            c = None if co_ is None else co_.get(x, 0)
+            if c == 1:
+                score += d.itemsize
+            elif c != 0:
+                score -= d.itemsize
+    return score
+
+
+def plan_vector(group: list[NodeLoops], start: int, vector_bytes: int) -> VecPlan | None:
+    """The vector form for a group of nodes sharing loops from `start`, or None (scalar form)."""
+    head = group[0]
+    n = len(head.sizes)
+    if vector_bytes == 0 or n == 0 or n - 1 < start:
+        return None
+    if not all(_body_ok(nl) for nl in group):
+        return None
+    reds = [nl for nl in group if nl.is_reduction]
+    if reds and (head.nred == 0 or any(nl.is_scan or nl.accumulate not in VEC_REDUCTIONS
+                                       or nl.node.body.value.dtype.is_bool for nl in reds)):
+        return None
+    lanes = vector_bytes // 4
+    cands = [n - 1]
+    if head.nred and head.npoint and head.npoint - 1 >= start:
+        cands.append(head.npoint - 1)
+    dim = max(cands, key=lambda k: (_access_score(group, k), k))
+    if head.sizes[dim] < lanes:
+        return None
+    return VecPlan(dim, lanes, dim != n - 1, head.sizes[dim] % lanes != 0)
+
+
+def _sym(name: str) -> sympy.Symbol:
+    return sympy.Symbol(name, integer=True, nonnegative=True)
+
+
+class VecBody:
+    """Emits node values with loop `dim` vectorized; uniform subtrees go through `scalar`."""
+
+    def __init__(self, ctx, lines, cse: dict, plan: VecPlan, scalar):
+        self.ctx, self.lines, self.cse, self.plan, self.scalar = ctx, lines, cse, plan, scalar
+        self.x = loop_var(plan.dim)
+        self.lane = _sym("l")
+
+    # values: names[id] = (c_name, is_vector)
+    def value(self, nl: NodeLoops, root) -> tuple[str, bool]:
+        names: dict[int, tuple[str, bool]] = {}
+        snames: dict[int, str] = {}
+        for n in walk(root):
+            if not self._varying(nl, n, names):
+                s = self.scalar._node(nl, n, snames)
+                snames[id(n)] = s
+                names[id(n)] = (s, False)
+            else:
+                names[id(n)] = (self._vnode(nl, n, names), True)
+        return names[id(root)]
+
+    def _varying(self, nl, n, names) -> bool:
+        if isinstance(n, Constant):
+            return False
+        if isinstance(n, (Load, IndexValue)) and nl.index(n.index).has(self.x):
+            return True
+        return any(names[id(c)][1] for c in n.children())
+
+    def vec(self, name: str, is_vec: bool, d: dt.DType) -> str:
+        """`name` as a vector of dtype `d` (broadcasting a scalar once per scope)."""
+        if is_vec:
+            return name
+        key = ("B", name, d)
+        got = self.cse.get(key)
+        if got is None:
+            got = self.ctx.tmp()
+            fn = "stax::vec::bcast_bool" if d.is_bool else f"stax::vec::bcast<{vtype(d)}>"
+            self.lines(f"const {vtype(d)} {got} = {fn}({name});")
+            self.cse[key] = got
+        return got
+
+    def _define(self, key, d: dt.DType, expr: str) -> str:
+        got = self.cse.get(key)
+        if got is None:
+            got = self.ctx.tmp()
+            self.lines(f"const {vtype(d)} {got} = {expr};")
+            self.cse[key] = got
+        return got
+
+    def _lane(self, e) -> str:
+        return to_c(e.xreplace({self.x: self.x + self.lane}))
+
+    def _vnode(self, nl: NodeLoops, n, names) -> str:
+        if isinstance(n, Load):
+            return self._load(nl, n, names)
+        if isinstance(n, IndexValue):
+            t = self.ctx.tmp()
+            ct = co.compute_ctype(n.dtype)
+            self.lines(f"{vtype(n.dtype)} {t};")
+            self.lines(f"for (int64_t l = 0; l < {self.plan.lanes}; ++l) {t}[l] = static_cast<{ct}>("
+                       f"{self._lane(nl.index(n.index))});")
+            return t
+        assert isinstance(n, Op)
+        args = [self.vec(*names[id(a)], a.dtype) for a in n.args]
+        if n.name == "to_dtype":
+            expr = self._convert(n.args[0].dtype, n.dtype, args[0])
+        else:
+            row = co.OP_TABLE[n.name]
+            expr = row.vector.format(**dict(zip("abc", args)))
+            if co.is_half(n.dtype) and not row.exact:
+                expr = f"stax::vec::{'rh' if n.dtype == dt.float16 else 'rb'}({expr})"
+        return self._define(("VO", n.name, tuple(args), n.dtype), n.dtype, expr)
+
+    @staticmethod
+    def _convert(src: dt.DType, dst: dt.DType, a: str) -> str:
+        if src == dst or (co.is_half(src) and dst == dt.float32):
+            return a
+        if dst.is_bool:
+            return f"stax::vec::nonzero({a})"
+        if src.is_bool:
+            expr = f"stax::vec::convert_bool<{vtype(dst)}>({a})"
+        elif dst.is_integer and src.is_floating:
+            expr = f"stax::vec::float_to_int<{vtype(dst)}>({a})"
+        elif vtype(src) == vtype(dst):
+            expr = a
+        else:
+            expr = f"stax::vec::convert<{vtype(dst)}>({a})"
+        if dst == dt.float16:
+            return f"stax::vec::rh({expr})"  # through float, as c10::Half(double)
+        if dst == dt.bfloat16:
+            return f"stax::vec::rb({expr})"
+        return expr
+
+    def _load(self, nl: NodeLoops, n: Load, names) -> str:
+        ptr = self.ctx.ptr(n.buffer)
+        idx = self.ctx.localize(n.buffer, nl.index(n.index))
+        lin = linear_coeffs(idx, [self.x])
+        if not n.indirect and n.mask is None and lin is not None and lin.get(self.x, 0) == 1:
+            base = to_c(idx)
+            fn = {"float16": "stax::vec::load_f16", "bfloat16": "stax::vec::load_bf16",
+                  "bool": "stax::vec::load_bool"}.get(n.dtype.name, f"stax::vec::loadu<{vtype(n.dtype)}>")
+            return self._define(("VL", n.buffer, idx, n.dtype), n.dtype, f"{fn}({ptr} + {base})")
+        # lane loop: strided, indirect or masked reads
+        key = ("VG", n.buffer, idx, n.dtype, tuple(names[id(c)] for c in n.children()), repr(n.other))
+        if key in self.cse:
+            return self.cse[key]
+        t = self.ctx.tmp()
+        self.cse[key] = t
+        self.lines(f"{vtype(n.dtype)} {t};")
+        with self.lines.block(f"for (int64_t l = 0; l < {self.plan.lanes}; ++l)"):
+            lane_idx = idx.xreplace({self.x: self.x + self.lane})
+            guard = None
+            if n.mask is not None:
+                m, mv = names[id(n.mask)]
+                guard = f"{m}[l]" if mv else m
+                other = co.literal(n.other, n.dtype)
+                self.lines(f"{t}[l] = {'-' if n.dtype.is_bool else ''}({other});")
+                cm = self.lines.block(f"if ({guard})")
+                cm.__enter__()
+            for sym, v, bound in n.indirect:
+                load_id = len(self.ctx.index_loads)
+                self.ctx.index_loads.append(f"{n.buffer} (read by {nl.node.name})")
+                vn, vv = names[id(v)]
+                s = self.ctx.tmp()
+                self.lines(f"const int64_t {s} = stax::check_index(static_cast<int64_t>({vn}{'[l]' if vv else ''}), "
+                           f"{as_int(bound)}, err, {load_id});")
+                lane_idx = lane_idx.xreplace({sym: _sym(s)})
+            val = co.load_expr(n.dtype, f"{ptr}[{to_c(lane_idx)}]")
+            self.lines(f"{t}[l] = {'-' if n.dtype.is_bool else ''}({val});")
+            if guard is not None:
+                cm.__exit__(None, None, None)
+        return t
+
+    def store(self, nl: NodeLoops, name: str, is_vec: bool) -> None:
+        d = nl.node.layout.dtype
+        v = self.vec(name, is_vec, d)
+        ptr = self.ctx.ptr(nl.node.name)
+        idx = self.ctx.localize(nl.node.name, nl.store_index())
+        lin = linear_coeffs(idx, [self.x])
+        if lin is not None and lin.get(self.x, 0) == 1:
+            fn = {"float16": "stax::vec::store_f16", "bfloat16": "stax::vec::store_bf16",
+                  "bool": "stax::vec::store_bool"}.get(d.name, "stax::vec::storeu")
+            self.lines(f"{fn}({ptr} + {to_c(idx)}, {v});")
+            return
+        val = f"({v}[l] != 0)" if d.is_bool else co.store_expr(d, f"{v}[l]")
+        self.lines(f"for (int64_t l = 0; l < {self.plan.lanes}; ++l) {ptr}[{self._lane(idx)}] = {val};")

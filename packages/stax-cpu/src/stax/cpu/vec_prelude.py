@@ -1,0 +1,177 @@
+"""The vector half of the prelude: GCC vector-extension types with W lanes and the
+stax::vec operations the vectorized kernel form uses (no intrinsics headers: the
+compiler lowers generic vectors to AVX2 / AVX-512 itself, so one text serves every
+width). Every op has a lane-wise fallback over the scalar helpers; hot float ops
+(exp, log, tanh, erf, sigmoid, ...) have real SIMD implementations in `vec_math`.
+
+Booleans are 0/-1 lanes of `char` (a type distinct from int8_t) so they can select.
+"""
+
+from __future__ import annotations
+
+from .vec_math import VEC_MATH
+
+# scalar-helper names mapped lane-wise when no SIMD overload exists
+_UNARY = """exp exp2 expm1 log log2 log10 log1p sqrt rsqrt reciprocal sin cos tan asin acos atan sinh cosh tanh
+asinh acosh atanh erf erfc erfinv lgamma sigmoid floor ceil round trunc frac abs sign relu bitwise_not""".split()
+_BINARY = "maximum minimum fmax fmin atan2 hypot copysign nextafter logaddexp shift_left shift_right".split()
+_BINARY_ERR = "floordiv truncdiv remainder fmod pow".split()
+_PRED1 = "isnan isinf isfinite signbit".split()
+
+
+def vec_prelude(lanes: int) -> str:
+    maps = []
+    for name in _UNARY:
+        maps.append(f"STAX_VMAP1({name})")
+    for name in _BINARY:
+        maps.append(f"STAX_VMAP2({name})")
+    for name in _BINARY_ERR:
+        maps.append(f"STAX_VMAP2E({name})")
+    for name in _PRED1:
+        maps.append(f"STAX_VPRED1({name})")
+    return _TEXT.replace("@W@", str(lanes)).replace("@MAPS@", "\n".join(maps)) + VEC_MATH
+
+
+_TEXT = r"""
+// ---- stax vector prelude: W lanes of GCC generic vectors ----
+namespace stax { namespace vec {
+constexpr int W = @W@;
+typedef float vfloat __attribute__((vector_size(4 * W)));
+typedef double vdouble __attribute__((vector_size(8 * W)));
+typedef int32_t vint32 __attribute__((vector_size(4 * W)));
+typedef int64_t vint64 __attribute__((vector_size(8 * W)));
+typedef uint32_t vuint32 __attribute__((vector_size(4 * W)));
+typedef uint16_t vuint16 __attribute__((vector_size(2 * W)));
+typedef int8_t vint8 __attribute__((vector_size(W)));
+typedef char vbool __attribute__((vector_size(W)));  // lanes 0 / -1
+#if defined(__FLT16_MAX__)
+typedef _Float16 vhalf __attribute__((vector_size(2 * W)));
+#endif
+
+template <class T> struct V;
+template <> struct V<float> { typedef vfloat t; typedef vint32 mask; };
+template <> struct V<double> { typedef vdouble t; typedef vint64 mask; };
+template <> struct V<int32_t> { typedef vint32 t; typedef vint32 mask; };
+template <> struct V<int64_t> { typedef vint64 t; typedef vint64 mask; };
+template <> struct V<bool> { typedef vbool t; typedef vbool mask; };
+template <class VT> struct Elem;
+template <> struct Elem<vfloat> { typedef float t; };
+template <> struct Elem<vdouble> { typedef double t; };
+template <> struct Elem<vint32> { typedef int32_t t; };
+template <> struct Elem<vint64> { typedef int64_t t; };
+template <> struct Elem<vbool> { typedef bool t; };
+
+template <class VT, class S> static inline VT bcast(S s) {
+    typedef typename Elem<VT>::t E;
+    VT r;
+    for (int i = 0; i < W; ++i) r[i] = (E)s;
+    return r;
+}
+static inline vbool bcast_bool(bool b) { vbool r; for (int i = 0; i < W; ++i) r[i] = b ? -1 : 0; return r; }
+template <class M> static inline vbool to_bool(M m) { return __builtin_convertvector(m, vbool); }
+template <class VT> static inline typename V<typename Elem<VT>::t>::mask mask_for(vbool m) {
+    return __builtin_convertvector(m, typename V<typename Elem<VT>::t>::mask);
+}
+
+// ---- loads and stores (unaligned; storage types converted to compute types) ----
+template <class VT, class T> static inline VT loadu(const T* p) { VT v; __builtin_memcpy(&v, p, sizeof(VT)); return v; }
+template <class VT, class T> static inline void storeu(T* p, VT v) { __builtin_memcpy(p, &v, sizeof(VT)); }
+static inline vfloat load_bf16(const uint16_t* p) {
+    vuint32 u = __builtin_convertvector(loadu<vuint16>(p), vuint32) << 16;
+    return (vfloat)u;
+}
+static inline vuint16 bf16_bits(vfloat f) {
+    vuint32 u = (vuint32)f;
+    vuint32 r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    r = (f != f) ? (vuint32)(vint32){} + 0x7fc0u : r;
+    return __builtin_convertvector(r, vuint16);
+}
+static inline void store_bf16(uint16_t* p, vfloat f) { storeu(p, bf16_bits(f)); }
+static inline vfloat rb(vfloat f) { return (vfloat)(__builtin_convertvector(bf16_bits(f), vuint32) << 16); }
+#if defined(__FLT16_MAX__)
+static inline vfloat load_f16(const uint16_t* p) { return __builtin_convertvector(loadu<vhalf>(p), vfloat); }
+static inline void store_f16(uint16_t* p, vfloat f) { storeu(p, __builtin_convertvector(f, vhalf)); }
+static inline vfloat rh(vfloat f) { return __builtin_convertvector(__builtin_convertvector(f, vhalf), vfloat); }
+#else
+static inline vfloat load_f16(const uint16_t* p) { vfloat r; for (int i = 0; i < W; ++i) r[i] = stax::h2f(p[i]); return r; }
+static inline void store_f16(uint16_t* p, vfloat f) { for (int i = 0; i < W; ++i) p[i] = stax::f2h(f[i]); }
+static inline vfloat rh(vfloat f) { vfloat r; for (int i = 0; i < W; ++i) r[i] = stax::rh(f[i]); return r; }
+#endif
+static inline vbool load_bool(const bool* p) { vbool b; __builtin_memcpy(&b, p, W); return -b; }
+static inline void store_bool(bool* p, vbool m) { vbool b = m & 1; __builtin_memcpy(p, &b, W); }
+
+// ---- conversions (to_dtype) ----
+template <class VR, class VA> static inline VR convert(VA a) { return __builtin_convertvector(a, VR); }
+template <class VR> static inline VR convert_bool(vbool m) { return __builtin_convertvector(m & 1, VR); }
+template <class VA> static inline vbool nonzero(VA a) { return to_bool(a != 0); }
+template <class VR, class VA> static inline VR float_to_int(VA a) {  // exact eager semantics, lane by lane
+    typedef typename Elem<VR>::t R;
+    VR r;
+    for (int i = 0; i < W; ++i) r[i] = stax::float_to_int<R>(a[i]);
+    return r;
+}
+
+// ---- selection, comparisons, logic ----
+template <class VT> static inline VT where(vbool m, VT a, VT b) { return mask_for<VT>(m) ? a : b; }
+static inline vbool where(vbool m, vbool a, vbool b) { return (m & a) | (~m & b); }
+template <class VT> static inline vbool eq(VT a, VT b) { return to_bool(a == b); }
+template <class VT> static inline vbool ne(VT a, VT b) { return to_bool(a != b); }
+template <class VT> static inline vbool lt(VT a, VT b) { return to_bool(a < b); }
+template <class VT> static inline vbool le(VT a, VT b) { return to_bool(a <= b); }
+template <class VT> static inline vbool gt(VT a, VT b) { return to_bool(a > b); }
+template <class VT> static inline vbool ge(VT a, VT b) { return to_bool(a >= b); }
+template <class VT> static inline vbool logical_and(VT a, VT b) { return to_bool((a != 0) & (b != 0)); }
+template <class VT> static inline vbool logical_or(VT a, VT b) { return to_bool((a != 0) | (b != 0)); }
+template <class VT> static inline vbool logical_xor(VT a, VT b) { return to_bool((a != 0) ^ (b != 0)); }
+template <class VT> static inline vbool logical_not(VT a) { return to_bool(a == 0); }
+static inline vbool bitwise_not(vbool a) { return ~a; }
+
+// ---- lane-wise fallbacks over the scalar helpers (every op works in the vector form) ----
+#define STAX_VMAP1(name) \
+    template <class VT> static inline VT name(VT a) { VT r; for (int i = 0; i < W; ++i) r[i] = stax::name(a[i]); return r; }
+#define STAX_VMAP2(name) \
+    template <class VT> static inline VT name(VT a, VT b) { \
+        VT r; for (int i = 0; i < W; ++i) r[i] = stax::name(a[i], b[i]); return r; }
+#define STAX_VMAP2E(name) \
+    template <class VT> static inline VT name(VT a, VT b, int64_t* err) { \
+        VT r; for (int i = 0; i < W; ++i) r[i] = stax::name(a[i], b[i], err); return r; }
+#define STAX_VPRED1(name) \
+    template <class VT> static inline vbool name(VT a) { \
+        vbool r; for (int i = 0; i < W; ++i) r[i] = stax::name(a[i]) ? -1 : 0; return r; }
+@MAPS@
+template <class VT> static inline vfloat rand(VT seed, VT offset) {
+    vfloat r; for (int i = 0; i < W; ++i) r[i] = stax::rand(seed[i], offset[i]); return r; }
+template <class VT> static inline vfloat randn(VT seed, VT offset) {
+    vfloat r; for (int i = 0; i < W; ++i) r[i] = stax::randn(seed[i], offset[i]); return r; }
+
+// ---- SIMD overloads of the common float ops (exact: same results as the scalar helpers) ----
+#define STAX_VFLOAT_EXACT(VT, M) \
+    static inline VT maximum(VT a, VT b) { return (a > b || a != a) ? a : b; } \
+    static inline VT minimum(VT a, VT b) { return (a < b || a != a) ? a : b; } \
+    static inline VT fmax(VT a, VT b) { return (a > b || b != b) ? a : b; } \
+    static inline VT fmin(VT a, VT b) { return (a < b || b != b) ? a : b; } \
+    static inline VT relu(VT a) { return (a > 0 || a != a) ? a : (VT){}; } \
+    static inline VT sign(VT a) { return (a > 0) ? (VT){} + 1 : ((a < 0) ? (VT){} - 1 : (VT){}); } \
+    static inline VT reciprocal(VT a) { return 1 / a; } \
+    static inline vbool isnan(VT a) { return to_bool(a != a); }
+STAX_VFLOAT_EXACT(vfloat, vint32)
+STAX_VFLOAT_EXACT(vdouble, vint64)
+static inline vfloat abs(vfloat a) { vfloat r; for (int i = 0; i < W; ++i) r[i] = __builtin_fabsf(a[i]); return r; }
+static inline vdouble abs(vdouble a) { vdouble r; for (int i = 0; i < W; ++i) r[i] = __builtin_fabs(a[i]); return r; }
+static inline vfloat sqrt(vfloat a) { vfloat r; for (int i = 0; i < W; ++i) r[i] = __builtin_sqrtf(a[i]); return r; }
+static inline vdouble sqrt(vdouble a) { vdouble r; for (int i = 0; i < W; ++i) r[i] = __builtin_sqrt(a[i]); return r; }
+static inline vfloat rsqrt(vfloat a) { return 1 / sqrt(a); }
+static inline vdouble rsqrt(vdouble a) { return 1 / sqrt(a); }
+
+// ---- horizontal reductions (lane order, after the vector loop) ----
+struct op_add { template <class T> T operator()(T a, T b) const { return a + b; } };
+struct op_mul { template <class T> T operator()(T a, T b) const { return a * b; } };
+struct op_max { template <class T> T operator()(T a, T b) const { return stax::maximum(a, b); } };
+struct op_min { template <class T> T operator()(T a, T b) const { return stax::minimum(a, b); } };
+template <class Op, class VT> static inline typename Elem<VT>::t vec_reduce_all(Op op, VT v) {
+    typename Elem<VT>::t r = v[0];
+    for (int i = 1; i < W; ++i) r = op(r, v[i]);
+    return r;
+}
+}}  // namespace stax::vec
+"""

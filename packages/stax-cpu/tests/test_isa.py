@@ -1,0 +1,92 @@
+"""ISA levels (§8.1): the probe picks the widest level that runs; every level this machine
+supports gives the same results; $STAX_CPU_ISA / CpuConfig.isa force one."""
+
+import numpy as np
+import pytest
+from cpu_harness import F32, assert_close, contiguous, pointwise, run_both
+from stax import ir
+from stax.cpu import CpuConfig, compile_schedule
+from stax.cpu import isa as isa_mod
+from stax.cpu.toolchain import find_cxx
+from stax.ir import dtypes as dt
+from stax.sched import schedule as make_schedule
+from test_kernels import example_7_1, outer_fused_schedule
+
+
+def _levels(cache_dir):
+    return isa_mod.supported_levels(find_cxx(), cache_dir)
+
+
+def test_probe_is_cached_and_ordered(cache_dir):
+    levels = _levels(cache_dir)
+    assert levels[-1] == "none" and levels == [lv for lv in ("avx512", "avx2", "none") if lv in levels]
+    assert list((cache_dir / "cpu").glob("isa-*.txt"))
+
+
+@pytest.mark.parametrize("level", ["avx512", "avx2", "none"])
+def test_every_supported_level_matches_reference(level, cache_dir):
+    if level not in _levels(cache_dir):
+        pytest.skip(f"{level} not supported on this machine")
+    cfg = CpuConfig(cache_dir=str(cache_dir), isa=level)
+    g = example_7_1()
+    x = np.random.default_rng(0).random((64, 128)) + 0.5
+    ours, ref, mod = run_both(g, {"primals_1": x}, cfg, sched=outer_fused_schedule(g))
+    assert f"// ---- C++ ({level}," in mod.source
+    assert_close(ours[0], ref[0], F32, rtol=1e-6)
+    # a mixed-dtype body: half conversions and transcendental math at this level
+    n = 101
+    h = contiguous("h", (n,), dt.float16)
+    i0 = ir.pointwise_vars(1)[0]
+    v = ir.op("tanh", ir.op("mul", ir.load("h", i0, dt.float16), ir.const(0.75, dt.float16)))
+    g2 = ir.Graph([h], [pointwise("o", (n,), v)], ["o"])
+    ours, ref, _ = run_both(g2, {"h": np.linspace(-4, 4, n)}, cfg)
+    assert_close(ours[0], ref[0], dt.float16, rtol=2e-3, atol=1e-4)
+
+
+LISTING_7_1 = """
+#pragma omp parallel for num_threads(P)
+for (int64_t x0 = 0; x0 < 64; x0 += 1) {
+    stax::vec::vfloat tmp_acc0_vec = stax::vec::bcast<stax::vec::vfloat>(0.0f);
+    float tmp_acc0 = 0.0f;
+    for (int64_t x1 = 0; x1 < 128; x1 += W) {
+        const stax::vec::vfloat tmp1 = stax::vec::loadu<stax::vec::vfloat>(in_ptr0 + (128*x0 + x1));
+        tmp_acc0_vec = tmp_acc0_vec + tmp1;
+    }
+    tmp_acc0 = tmp_acc0 + stax::vec::vec_reduce_all(stax::vec::op_add{}, tmp_acc0_vec);
+    out_ptr0[x0] = tmp_acc0;
+    for (int64_t x1 = 0; x1 < 128; x1 += W) {
+        const stax::vec::vfloat tmp2 = stax::vec::loadu<stax::vec::vfloat>(in_ptr0 + (128*x0 + x1));
+        const float tmp3 = out_ptr0[x0];
+        const stax::vec::vfloat tmp4 = stax::vec::bcast<stax::vec::vfloat>(tmp3);
+        const stax::vec::vfloat tmp5 = tmp2 / tmp4;
+        stax::vec::storeu(out_ptr1 + (128*x0 + x1), tmp5);
+    }
+}
+"""
+
+
+@pytest.mark.parametrize("level,lanes", [("avx512", 16), ("avx2", 8)])
+def test_example_7_1_comes_out_as_listing_7_1(level, lanes, cache_dir):
+    """Golden: the outer-loop-fused kernel of Example 7.1 is Listing 7.1 (vector row sum into a vector
+    accumulator, vec_reduce_all, store, then the vectorized row divide, all inside one x0 iteration)."""
+    if level not in _levels(cache_dir):
+        pytest.skip(f"{level} not supported on this machine")
+    cfg = CpuConfig(cache_dir=str(cache_dir), isa=level, num_threads=2)
+    g = example_7_1()
+    mod = compile_schedule(outer_fused_schedule(g), config=cfg)
+    src = mod.source[mod.source.index("    #pragma omp parallel for"):mod.source.index("    return (int)err[0];")]
+    got = "\n".join(line[4:] for line in src.splitlines())
+    assert got.strip() == LISTING_7_1.replace("W)", f"{lanes})").replace("(P)", "(2)").strip()
+
+
+def test_env_var_forces_level(cache_dir, monkeypatch):
+    monkeypatch.setenv("STAX_CPU_ISA", "none")
+    x = contiguous("x", (3,))
+    g = ir.Graph([x], [pointwise("y", (3,), ir.op("neg", ir.load("x", ir.pointwise_vars(1)[0], F32)))], ["y"])
+    mod = compile_schedule(make_schedule(g), config=CpuConfig(cache_dir=str(cache_dir)))
+    assert "// ---- C++ (none," in mod.source
+    monkeypatch.setenv("STAX_CPU_ISA", "sse9")
+    with pytest.raises(ValueError, match="sse9"):
+        compile_schedule(make_schedule(g), config=CpuConfig(cache_dir=str(cache_dir)))
+    with pytest.raises(ValueError, match="unknown ISA"):
+        CpuConfig(isa="neon")

@@ -1,0 +1,123 @@
+"""Frontend configuration: one frozen dataclass, overridable by env vars or `patch()`.
+
+The active config lives in a ContextVar (not a module global), so overrides are
+scoped to a `with config.patch(...)` block and to the thread/task that made them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import os
+from dataclasses import dataclass, field
+
+RUNTIMES = ("auto", "cpu", "interpret")
+
+
+@dataclass(frozen=True)
+class DeviceCosts:
+    """§6.6 materialization cost model for one device kind.
+
+    `op_cost` prices one evaluation of an op (default 1); a composed pointwise value
+    with several users is written to a buffer when its body costs at least
+    `recompute_threshold` (rule 1) — on CPU transcendental ops are expensive, on GPU
+    they are cheap next to a round trip through memory.
+    """
+
+    op_cost: tuple = ()  # ((op name, cost), ...)
+    default_cost: int = 1
+    recompute_threshold: float = 8  # rule 1: several users and body cost >= this
+    reduction_input_threshold: float = 4  # rule 3: feeds a reduction, has other users, cost >= this
+
+    def cost(self, name: str) -> int:
+        return dict(self.op_cost).get(name, self.default_cost)
+
+
+_TRANSCENDENTAL = (
+    "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "asin", "acos",
+    "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "atan2", "erf", "lgamma", "sigmoid", "pow",
+)
+
+CPU_COSTS = DeviceCosts(
+    op_cost=tuple((n, 8) for n in _TRANSCENDENTAL)
+    + (("truediv", 2), ("sqrt", 2), ("rsqrt", 2), ("reciprocal", 2), ("floordiv", 2), ("remainder", 2), ("fmod", 2)),
+    recompute_threshold=8,
+    reduction_input_threshold=4,
+)
+GPU_COSTS = DeviceCosts(op_cost=(), recompute_threshold=float("inf"), reduction_input_threshold=float("inf"))
+
+
+def _env_flag(name: str, default: bool = False) -> bool:
+    v = os.environ.get(name)
+    if v is None:
+        return default
+    return v.strip().lower() not in ("", "0", "false", "no", "off")
+
+
+@dataclass(frozen=True)
+class Config:
+    """Everything the frontend reads; pass-through to no other package.
+
+    debug: write a per-graph dump (ATen graph, IR, schedule + fusion log, source).
+    debug_dir: where the dump goes (one subdirectory per compiled graph).
+    runtime: 'cpu' (stax.cpu C++), 'interpret' (numpy reference interpreter, slow,
+      for debugging lowerings), 'auto' (cpu when stax.cpu provides compile_schedule).
+    strict: re-raise when a whole graph fails to compile instead of running it eagerly.
+    max_reads / max_body_ops: §6.6 rules 2 and 4 (too many reads, body too large).
+    dense_limit: largest (output elements x reduced elements) for the dense forms of
+      scans and accumulating scatters (until the IR has Scan / scatter stores).
+    cpu_costs / gpu_costs: §6.6 per-device cost tables (rules 1 and 3).
+    """
+
+    debug: bool = False
+    debug_dir: str = "stax_debug"
+    report: bool = False  # per-graph HTML report (stax.frontend.report), env STAX_REPORT
+    report_dir: str = "stax_report"  # env STAX_REPORT_DIR
+    runtime: str = "auto"
+    strict: bool = False
+    max_reads: int = 8
+    max_body_ops: int = 64
+    dense_limit: int = 1 << 24
+    cpu_costs: DeviceCosts = field(default=CPU_COSTS)
+    gpu_costs: DeviceCosts = field(default=GPU_COSTS)
+
+    def __post_init__(self):
+        if self.runtime not in RUNTIMES:
+            raise ValueError(f"config.runtime must be one of {RUNTIMES}, got {self.runtime!r}")
+
+    def costs(self, device: str) -> DeviceCosts:
+        return self.cpu_costs if device.startswith("cpu") else self.gpu_costs
+
+
+def from_env() -> Config:
+    """Defaults overridden by STAX_DEBUG, STAX_DEBUG_DIR, STAX_RUNTIME, STAX_STRICT."""
+    c = Config()
+    return dataclasses.replace(
+        c,
+        debug=_env_flag("STAX_DEBUG", c.debug),
+        debug_dir=os.environ.get("STAX_DEBUG_DIR", c.debug_dir),
+        report=_env_flag("STAX_REPORT", c.report),
+        report_dir=os.environ.get("STAX_REPORT_DIR", c.report_dir),
+        runtime=os.environ.get("STAX_RUNTIME", c.runtime),
+        strict=_env_flag("STAX_STRICT", c.strict),
+    )
+
+
+_ACTIVE: contextvars.ContextVar[Config | None] = contextvars.ContextVar("stax_frontend_config", default=None)
+
+
+def current() -> Config:
+    """The config in effect: the innermost `patch()`, else defaults + env vars (read now)."""
+    c = _ACTIVE.get()
+    return c if c is not None else from_env()
+
+
+@contextlib.contextmanager
+def patch(**overrides):
+    """Override fields for the duration of a `with` block, e.g. `patch(debug=True)`."""
+    token = _ACTIVE.set(dataclasses.replace(current(), **overrides))
+    try:
+        yield current()
+    finally:
+        _ACTIVE.reset(token)

@@ -1,0 +1,125 @@
+"""The decomposition table handed to AOTAutograd.
+
+torch's core-ATen table (torch._decomp.core_aten_decompositions) plus the
+decompositions of the composite ops Stax lowers better as their parts (softmax,
+norms, losses, activation backwards: they become reductions and fused pointwise
+bodies), minus the ops Stax lowers or calls directly (kept whole on purpose).
+Documented in the README.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+from torch._decomp import core_aten_decompositions, get_decompositions
+
+aten = torch.ops.aten
+
+# Composite ops that core ATen keeps whole but that Stax wants as reductions + pointwise.
+EXTRA = [
+    aten._softmax,
+    aten._log_softmax,
+    aten._softmax_backward_data,
+    aten._log_softmax_backward_data,
+    aten.native_layer_norm,
+    aten.native_layer_norm_backward,
+    aten.native_group_norm,
+    aten.native_group_norm_backward,
+    aten.native_batch_norm,
+    aten.native_batch_norm_backward,
+    aten._native_batch_norm_legit,
+    aten._native_batch_norm_legit_functional,
+    aten._native_batch_norm_legit_no_training,
+    aten.logsumexp,
+    aten.gelu_backward,
+    aten.silu,
+    aten.silu_backward,
+    aten.mish,
+    aten.hardswish,
+    aten.hardswish_backward,
+    aten.hardsigmoid,
+    aten.hardsigmoid_backward,
+    aten.hardtanh,
+    aten.hardtanh_backward,
+    aten.leaky_relu,
+    aten.leaky_relu_backward,
+    aten.elu,
+    aten.elu_backward,
+    aten.softplus,
+    aten.softplus_backward,
+    aten.threshold_backward,
+    aten.sigmoid_backward,
+    aten.tanh_backward,
+    aten.mse_loss,
+    aten.mse_loss_backward,
+    aten.nll_loss_forward,
+    aten.nll_loss_backward,
+    aten.binary_cross_entropy,
+    aten.binary_cross_entropy_backward,
+    aten.embedding_dense_backward,
+    aten.select_backward,
+    aten.slice_backward,
+    aten.addcmul,
+    aten.addcdiv,
+    aten.lerp,
+    aten.rsub,
+    aten.masked_fill,
+    aten.repeat,
+    aten.clamp_min,
+    aten.clamp_max,
+]
+
+# Ops Stax keeps whole: lowered natively (one reduction / one body) or called as extern kernels.
+KEEP = [
+    aten.mm,
+    aten.addmm,
+    aten.bmm,
+    aten.baddbmm,
+    aten.convolution,
+    aten.convolution_backward,
+    aten.gelu,
+    aten.var,
+    aten.var_mean,
+    aten.std,
+    aten.std_mean,
+    aten.amax,
+    aten.amin,
+    aten.argmax,
+    aten.argmin,
+    aten.prod,
+    aten.mean,
+    aten.sum,
+    aten.clamp,
+    aten.where,
+    aten.nan_to_num,
+    aten.cat,
+    aten.flip,
+    aten.roll,
+    aten.constant_pad_nd,
+    aten.gather,
+    aten.index_select,
+    aten.embedding,
+    aten.slice_scatter,
+    aten.select_scatter,
+    aten.linalg_vector_norm,
+    aten.max_pool2d_with_indices,
+    aten.max_pool2d_with_indices_backward,
+    aten.avg_pool2d,
+    aten.avg_pool2d_backward,
+]
+
+
+@functools.cache
+def _table():
+    table = dict(core_aten_decompositions())
+    table.update(get_decompositions(EXTRA))
+    keep = set()
+    for packet in KEEP:
+        keep.update(packet.overloads() and [getattr(packet, o) for o in packet.overloads()])
+    return {op: fn for op, fn in table.items() if op not in keep}
+
+
+def decomposition_table() -> dict:
+    """{OpOverload: decomposition} for aot_module_simplified (a fresh dict each call)."""
+    return dict(_table())

@@ -1,0 +1,212 @@
+"""ATen calls from compiled graphs: explicit fallbacks (ops Stax does not lower) and
+extern kernels (library ops it calls on purpose: mm, conv, ...).
+
+Both become `ExternKernel` nodes whose `constants` describe the call as plain
+literals: `args` / `kwargs` templates in which tensor arguments are "$t<k>",
+`views` giving tensor k as a strided view (input slot, sizes, strides, offset) of
+one of the node's input buffers, and `out` the layout the caller guarantees.
+An op with several outputs is one ExternKernel returning a tuple (zero-size
+placeholder layout) plus one `stax.getitem` node per output actually used.
+
+At run time `kernel_table(graph)` maps each kernel name to a Python callable
+(*input_buffers, **constants) -> torch.Tensor (or tuple), as stax.cpu expects.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import torch
+from stax.ir import ExternKernel, Graph, Layout
+from stax.ir import dtypes as dt
+
+from .dtypes import to_stax
+from .tensor import BufferView, TensorValue
+
+log = logging.getLogger("stax.frontend.fallback")
+
+GETITEM = "stax.getitem"
+_TUPLE_LAYOUT_DTYPE = dt.uint8
+
+_ENUMS = {
+    "dtype": (torch.dtype, lambda n: getattr(torch, n)),
+    "device": (torch.device, torch.device),
+    "layout": (torch.layout, lambda n: getattr(torch, n)),
+    "memory_format": (torch.memory_format, lambda n: getattr(torch, n)),
+}
+
+
+class NotEncodable(NotImplementedError):
+    pass
+
+
+def _enum_name(x) -> str:
+    return str(x).removeprefix("torch.")
+
+
+def encode(ctx, obj, tensors: list):
+    """Replace tensors by '$t<k>' (appending them to `tensors`) and torch enums by '$kind:name'."""
+    if isinstance(obj, TensorValue):
+        tensors.append(ctx.realize(obj, "rule0:extern_input"))
+        return f"$t{len(tensors) - 1}"
+    if isinstance(obj, (list, tuple)):
+        return tuple(encode(ctx, x, tensors) for x in obj)
+    if isinstance(obj, str):
+        return "$str:" + obj if obj.startswith("$") else obj
+    if obj is None or isinstance(obj, (bool, int, float)):
+        return obj
+    for kind, (cls, _) in _ENUMS.items():
+        if isinstance(obj, cls):
+            return f"${kind}:{obj if kind == 'device' else _enum_name(obj)}"
+    raise NotEncodable(f"cannot pass {type(obj).__name__} {obj!r} to an extern kernel")
+
+
+def decode(obj, tensors):
+    if isinstance(obj, tuple):
+        return [decode(x, tensors) for x in obj]
+    if isinstance(obj, str) and obj.startswith("$"):
+        head, _, rest = obj[1:].partition(":")
+        if head.startswith("t") and not rest:
+            return tensors[int(head[1:])]
+        if head == "str":
+            return rest
+        return _ENUMS[head][1](rest)
+    return obj
+
+
+def _layout_of(val) -> Layout:
+    from .graph_lowering import meta_strides
+
+    return Layout("cpu", to_stax(val.dtype), tuple(val.shape), meta_strides(val))
+
+
+def _op_name(target) -> str:
+    if not isinstance(target, torch._ops.OpOverload):
+        raise NotEncodable(f"{target} is not an ATen operator overload")
+    return str(target)
+
+
+class ExternTuple(tuple):
+    """The outputs of a multi-output extern call; items are created on first use."""
+
+
+def call_aten(ctx, node, args, kwargs, fallback: bool):
+    """Lower `node` to an ExternKernel calling its ATen op; returns a BufferView or a tuple."""
+    from .graph_lowering import GraphUnsupported
+
+    try:
+        kernel = _op_name(node.target)
+        tensors: list[BufferView] = []
+        targs = encode(ctx, tuple(args), tensors)
+        tkwargs = tuple((k, encode(ctx, v, tensors)) for k, v in sorted(kwargs.items()))
+        val = node.meta.get("val")
+        if val is None:
+            raise NotEncodable(f"{kernel} has no meta value")
+    except NotEncodable as e:
+        raise GraphUnsupported(str(e)) from None
+    inputs: list[str] = []
+    views = []
+    for t in tensors:
+        if t.buffer not in inputs:
+            inputs.append(t.buffer)
+        views.append((inputs.index(t.buffer), t.sizes, t.strides, t.offset))
+    constants = [("args", targs), ("kwargs", tkwargs), ("views", tuple(views))]
+    name = kernel.removeprefix("aten.")
+    if fallback:
+        ctx.fallback_ops[name] += 1
+        log.info("fallback to ATen: %s (%s)", kernel, node.name)
+    else:
+        ctx.extern_ops[name] += 1
+    if isinstance(val, torch.Tensor):
+        lay = _layout_of(val)
+        constants.append(("out", _sizes_strides(lay)))
+        buf = ctx.add_extern(kernel, lay, inputs, constants, fallback)
+        return BufferView(ctx.builder, buf, lay, lay)
+    if isinstance(val, (list, tuple)) and all(v is None or isinstance(v, torch.Tensor) for v in val):
+        placeholder = Layout("cpu", _TUPLE_LAYOUT_DTYPE, (0,), (1,))
+        buf = ctx.add_extern(kernel, placeholder, inputs, constants, fallback)
+        return ExternTuple(_Item(ctx, buf, k, v) for k, v in enumerate(val))
+    raise GraphUnsupported(f"{kernel} returns {type(val).__name__}, not tensors")
+
+
+def _sizes_strides(lay: Layout):
+    return tuple(int(s) for s in lay.sizes), tuple(int(s) for s in lay.strides)
+
+
+class _Item:
+    """Output k of a tuple extern call: a `stax.getitem` node created on first use."""
+
+    def __init__(self, ctx, tuple_buf: str, k: int, val):
+        self.ctx, self.tuple_buf, self.k, self.val = ctx, tuple_buf, k, val
+        self._view = None
+
+    def get(self):
+        if self.val is None:
+            return None
+        if self._view is None:
+            lay = _layout_of(self.val)
+            consts = (("index", self.k), ("out", _sizes_strides(lay)))
+            buf = self.ctx.add_extern(GETITEM, lay, (self.tuple_buf,), consts, False)
+            self._view = BufferView(self.ctx.builder, buf, lay, lay)
+        return self._view
+
+
+def lower_fallback(ctx, node, args, kwargs):
+    return call_aten(ctx, node, args, kwargs, fallback=True)
+
+
+# ---- run time -----------------------------------------------------------------
+
+
+def _shares_storage(t: torch.Tensor, bufs) -> bool:
+    if t.numel() == 0:
+        return False
+    p = t.untyped_storage().data_ptr()
+    return any(isinstance(b, torch.Tensor) and b.numel() and b.untyped_storage().data_ptr() == p for b in bufs)
+
+
+def _conform(t: torch.Tensor, out, bufs) -> torch.Tensor:
+    """Make `t` own its memory and have the promised strides (size-1 dims free)."""
+    sizes, strides = out
+    ok = tuple(t.shape) == tuple(sizes) and all(n == 1 or a == b for n, a, b in zip(sizes, t.stride(), strides))
+    if ok and not _shares_storage(t, bufs):
+        return t
+    r = torch.empty_strided(sizes, strides, dtype=t.dtype, device=t.device)
+    r.copy_(t)
+    return r
+
+
+def _resolve(kernel: str):
+    ns, name, overload = kernel.split(".")
+    return getattr(getattr(getattr(torch.ops, ns), name), overload)
+
+
+def aten_kernel(kernel: str) -> Callable:
+    op = _resolve(kernel)
+
+    def call(*bufs, args=(), kwargs=(), views=(), out=None):
+        tensors = [
+            torch.as_strided(bufs[slot], sizes, strides, bufs[slot].storage_offset() + offset)
+            for slot, sizes, strides, offset in views
+        ]
+        result = op(*decode(args, tensors), **{k: decode(v, tensors) for k, v in kwargs})
+        if out is None:
+            return tuple(result)
+        return _conform(result, out, bufs)
+
+    call.__name__ = kernel.replace(".", "_")
+    return call
+
+
+def getitem_kernel(tup, index, out):
+    return _conform(tup[index], out, ())
+
+
+def kernel_table(graph: Graph) -> dict[str, Callable]:
+    """{kernel name: callable} for every ExternKernel of `graph`."""
+    table: dict[str, Callable] = {}
+    for n in graph.nodes:
+        if isinstance(n, ExternKernel) and n.kernel not in table:
+            table[n.kernel] = getitem_kernel if n.kernel == GETITEM else aten_kernel(n.kernel)
+    return table

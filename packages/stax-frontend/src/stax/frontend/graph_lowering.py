@@ -1,0 +1,364 @@
+"""ATen FX graph -> stax.ir.Graph: walk the nodes in order, lower each through the table.
+
+Tensors flow as `TensorValue`s (tensor.py): views stay views, pointwise ops stay
+lazy expressions, and buffers appear only for inputs, reductions, extern/fallback
+calls, graph outputs and the §6.6 materialization rules (materialize.py).
+The result also says how to rebuild the FX graph's outputs from the compiled
+module's outputs (`OutputSpec`), since aliases of inputs are returned as views.
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+from collections import Counter
+from dataclasses import dataclass, field
+
+import sympy
+import torch
+import torch.fx
+from stax.ir import (
+    ComputedBuffer,
+    ExternKernel,
+    Graph,
+    IndexValue,
+    InputBuffer,
+    Layout,
+    Load,
+    Op,
+    Pointwise,
+    Reduction,
+    walk,
+)
+from stax.ir import dtypes as dt
+from stax.ir.index import contiguous_strides, pointwise_vars, reduction_vars, var
+
+from . import materialize
+from .config import Config
+from .dtypes import to_stax
+from .fallback import _Item, lower_fallback
+from .lowering import lookup
+from .lowering.registry import BUFFER, REDUCTION, VIEW
+from .simplify import simplify_index as _simplify
+from .tensor import BufferView, Builder, Lazy, TensorValue
+from .views import Unsupported
+
+log = logging.getLogger("stax.frontend")
+
+
+class GraphUnsupported(NotImplementedError):
+    """The whole graph cannot be compiled by Stax (e.g. symbolic shapes); run it eagerly."""
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    """How output k of the FX graph is rebuilt: from graph output `index`, from input
+    `index` (a view of it when `view` is set), as a view of graph output `index`, or a
+    Python constant."""
+
+    kind: str  # 'buffer' | 'input' | 'view_of_output' | 'const'
+    index: int = -1
+    view: tuple | None = None  # (sizes, strides, offset) in elements
+    value: object = None
+
+
+@dataclass
+class LoweredGraph:
+    graph: Graph
+    input_names: list  # FX placeholder order
+    extra_inputs: list  # after the placeholders: ('const', tensor) (get_attr) or ('seed', None)
+    outputs: list  # OutputSpec per FX output
+    output_is_tuple: bool
+    fallback_ops: Counter = field(default_factory=Counter)
+    extern_ops: Counter = field(default_factory=Counter)
+    materialized: Counter = field(default_factory=Counter)
+
+
+def is_dense(sizes, strides) -> bool:
+    """Non-overlapping and dense: some permutation of the dims is contiguous."""
+    dims = sorted((st, sz) for sz, st in zip(sizes, strides) if sz != 1)
+    expected = 1
+    for st, sz in dims:
+        if st != expected:
+            return False
+        expected *= sz
+    return True
+
+
+def meta_strides(val) -> tuple:
+    sizes, strides = tuple(val.shape), tuple(val.stride())
+    return strides if is_dense(sizes, strides) else tuple(int(s) for s in contiguous_strides(sizes))
+
+
+def same_view(sizes, strides, sizes2, strides2) -> bool:
+    """Equal as views: strides of size-1 dims do not matter."""
+    return tuple(sizes) == tuple(sizes2) and all(
+        n == 1 or a == b for n, a, b in zip(sizes, strides, strides2)
+    )
+
+
+class GraphLowering:
+    """One FX graph's lowering context, handed to every lowering function as `ctx`."""
+
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs, cfg: Config, device: str = "cpu"):
+        self.gm = gm
+        self.example_inputs = list(example_inputs)
+        self.cfg = cfg
+        self.device = device
+        self.builder = Builder()
+        self.inputs: list[InputBuffer] = []
+        self.nodes: list = []
+        self.env: dict[torch.fx.Node, object] = {}
+        self.fallback_ops: Counter = Counter()
+        self.extern_ops: Counter = Counter()
+        self.materialized: Counter = Counter()
+        self._count = 0
+        self._indirect = 0
+        self._streams = 0
+        self.extra_inputs: list = []  # ('const', tensor) | ('seed', None), in graph input order
+        self.current: torch.fx.Node | None = None
+
+    # ---- buffers -------------------------------------------------------------
+    def new_name(self) -> str:
+        self._count += 1
+        return f"buf{self._count}"
+
+    SEED = "stax_seed"
+
+    def seed_value(self):
+        """The per-call random seed (an int64 graph input the wrapper draws from torch's generator)."""
+        if not any(i.name == self.SEED for i in self.inputs):
+            lay = Layout(self.device, dt.int64, (), ())
+            self.inputs.append(InputBuffer(self.SEED, lay))
+            self.extra_inputs.append(("seed", None))
+        return self.builder.load(self.SEED, 0, dt.int64)
+
+    def new_random_stream(self) -> int:
+        self._streams += 1
+        return self._streams
+
+    def new_indirect_symbol(self) -> sympy.Symbol:
+        """A fresh symbol for an indirect (data-dependent) index: t0, t1, ..."""
+        self._indirect += 1
+        return var("t", self._indirect - 1)
+
+    def _origins(self) -> tuple:
+        return (self.current.name,) if self.current is not None else ()
+
+    def simplify_value(self, value, ranges: dict):
+        """Rebuild `value` with simplified Load / IndexValue indices (§6.8)."""
+        memo: dict[int, object] = {}
+        b = self.builder
+        unit = {v: 0 for v, n in ranges.items() if n == 1}  # size-1 loop vars are always 0
+
+        def simplify_index(e, ranges):
+            return _simplify(e.xreplace(unit) if unit else e, ranges)
+
+        for n in walk(value):
+            if isinstance(n, Load):
+                ind = tuple((s, memo[id(v)], bnd) for s, v, bnd in n.indirect)
+                new = b.load(n.buffer, simplify_index(n.index, ranges), n.dtype, ind)
+            elif isinstance(n, IndexValue):
+                new = b.index_value(simplify_index(n.index, ranges), n.dtype)
+            elif isinstance(n, Op):
+                new = b.intern(Op(n.name, tuple(memo[id(a)] for a in n.args), n.dtype))
+            else:
+                new = n
+            memo[id(n)] = new
+        return memo[id(value)]
+
+    def add_computed(self, body, layout: Layout) -> BufferView:
+        name = self.new_name()
+        self.nodes.append(ComputedBuffer(name, layout, body, self._origins()))
+        return BufferView(self.builder, name, layout, layout)
+
+    def pointwise_buffer(self, tv: TensorValue, strides=None) -> BufferView:
+        sizes = tv.sizes
+        strides = tuple(strides) if strides is not None else contiguous_strides(sizes)
+        ivars = pointwise_vars(len(sizes))
+        value = self.simplify_value(tv.load(ivars), dict(zip(ivars, sizes)))
+        layout = Layout(tv.device, tv.dtype, sizes, strides)
+        return self.add_computed(Pointwise(sizes, value), layout)
+
+    def reduction_buffer(self, sizes, reduction_sizes, reduction_type, value) -> BufferView:
+        ivars, rvars = pointwise_vars(len(sizes)), reduction_vars(len(reduction_sizes))
+        ranges = dict(zip(ivars, sizes)) | dict(zip(rvars, reduction_sizes))
+        value = self.simplify_value(value, ranges)
+        body = Reduction(tuple(sizes), tuple(reduction_sizes), reduction_type, value)
+        layout = Layout.contiguous(tuple(sizes), body.dtype, self.device)
+        return self.add_computed(body, layout)
+
+    def realize(self, tv: TensorValue, reason: str = "buffer", strides=None) -> BufferView:
+        """`tv` in memory: a BufferView as is, else a new buffer (counted by reason)."""
+        if isinstance(tv, BufferView) and (strides is None or same_view(tv.sizes, tv.strides, tv.sizes, strides)):
+            return tv
+        self.materialized[reason] += 1
+        return self.pointwise_buffer(tv, strides)
+
+    def add_extern(self, kernel: str, layout: Layout, inputs, constants, fallback: bool) -> str:
+        name = self.new_name()
+        self.nodes.append(ExternKernel(name, layout, kernel, tuple(inputs), tuple(constants), fallback, self._origins()))
+        return name
+
+    # ---- nodes ---------------------------------------------------------------
+    def user_kinds(self, node: torch.fx.Node) -> list[str]:
+        """How each user (through views) consumes `node`, for the cost model."""
+        kinds = []
+        for u in node.users:
+            if u.op == "output":
+                kinds.append("output")
+                continue
+            if u.op != "call_function":
+                kinds.append("buffer")
+                continue
+            if u.target is operator.getitem:
+                kinds.extend(self.user_kinds(u))
+                continue
+            low = lookup(u.target)
+            if low is None or low.kind == BUFFER:
+                kinds.append("buffer")
+            elif low.kind == VIEW:
+                kinds.extend(self.user_kinds(u) or ["pointwise"])
+            elif low.kind == REDUCTION:
+                kinds.append("reduction")
+            else:
+                kinds.append("pointwise")
+        return kinds
+
+    def _placeholder(self, node, example):
+        if not isinstance(example, torch.Tensor):
+            raise GraphUnsupported(f"non-tensor graph input {node.name}={example!r} (symbolic shapes?)")
+        self._check_static(example)
+        if example.device.type != "cpu":
+            raise GraphUnsupported(f"input {node.name} is on {example.device}; only cpu is compiled")
+        lay = Layout(self.device, to_stax(example.dtype), tuple(example.shape), tuple(example.stride()))
+        self.inputs.append(InputBuffer(node.name, lay))
+        return BufferView(self.builder, node.name, lay, lay)
+
+    @staticmethod
+    def _check_static(t: torch.Tensor):
+        for s in (*t.shape, *t.stride()):
+            if not isinstance(s, int):
+                raise GraphUnsupported("symbolic shapes are not supported yet (Part Four)")
+
+    def _get_attr(self, node):
+        value = getattr(self.gm, node.target)
+        if not isinstance(value, torch.Tensor):
+            return value
+        name = "const_" + node.name
+        self._check_static(value)
+        lay = Layout(self.device, to_stax(value.dtype), tuple(value.shape), tuple(value.stride()))
+        self.inputs.append(InputBuffer(name, lay))
+        self.extra_inputs.append(("const", value))
+        return BufferView(self.builder, name, lay, lay)
+
+    def _map_args(self, a):
+        if isinstance(a, torch.fx.Node):
+            return self.env[a]
+        if isinstance(a, (list, tuple)):
+            return type(a)(self._map_args(x) for x in a)
+        if isinstance(a, dict):
+            return {k: self._map_args(v) for k, v in a.items()}
+        return a
+
+    def _call(self, node):
+        args = self._map_args(node.args)
+        kwargs = self._map_args(node.kwargs)
+        if node.target is operator.getitem:
+            item = args[0][args[1]]
+            return item.get() if isinstance(item, _Item) else item
+        low = lookup(node.target)
+        if low is not None:
+            try:
+                return low.fn(self, node, *args, **kwargs)
+            except Unsupported as e:  # includes UnsupportedDType
+                log.debug("lowering %s fell back: %s", node.target, e)
+        return lower_fallback(self, node, args, kwargs)
+
+    def _after(self, node, value):
+        """Apply the §6.6 rules to a freshly lowered value."""
+        if isinstance(value, Lazy):
+            kinds = self.user_kinds(node)
+            reason = materialize.decide(value, kinds, self.cfg)
+            if reason is not None:
+                val = node.meta.get("val")
+                strides = meta_strides(val) if reason == "rule0:output" and isinstance(val, torch.Tensor) else None
+                return self.realize(value, reason, strides)
+        return value
+
+    def run(self) -> LoweredGraph:
+        examples = iter(self.example_inputs)
+        out_node = None
+        for node in self.gm.graph.nodes:
+            self.current = node
+            if node.op == "placeholder":
+                self.env[node] = self._placeholder(node, next(examples))
+            elif node.op == "get_attr":
+                self.env[node] = self._get_attr(node)
+            elif node.op == "call_function":
+                self.env[node] = self._after(node, self._call(node))
+            elif node.op == "output":
+                out_node = node
+            else:
+                raise GraphUnsupported(f"FX node kind {node.op} ({node.target})")
+        self.current = None
+        return self._outputs(out_node)
+
+    # ---- outputs -------------------------------------------------------------
+    def _outputs(self, out_node) -> LoweredGraph:
+        result = out_node.args[0]
+        is_tuple = isinstance(result, (list, tuple))
+        items = list(result) if is_tuple else [result]
+        input_pos = {i.name: k for k, i in enumerate(self.inputs)}
+        n_placeholders = len(self.example_inputs)
+        graph_outputs: list[str] = []
+        specs: list[OutputSpec] = []
+        views: list[tuple[int, tuple]] = []  # (spec position, (buffer name, view)) to resolve later
+
+        def out_index(name):
+            if name not in graph_outputs:
+                graph_outputs.append(name)
+            return graph_outputs.index(name)
+
+        for item in items:
+            if not isinstance(item, torch.fx.Node):
+                specs.append(OutputSpec("const", value=item))
+                continue
+            tv = self.env[item]
+            val = item.meta.get("val")
+            if not isinstance(tv, TensorValue):
+                specs.append(OutputSpec("const", value=tv))
+                continue
+            want = meta_strides(val) if isinstance(val, torch.Tensor) else None
+            if isinstance(tv, BufferView):
+                view = (tv.sizes, want if want is not None and same_view(tv.sizes, tv.strides, tv.sizes, want) else tv.strides, tv.offset)
+                pos = input_pos.get(tv.buffer)
+                if pos is not None and pos < n_placeholders:
+                    whole = tv.is_whole_buffer()
+                    specs.append(OutputSpec("input", pos, None if whole else view))
+                    continue
+                if tv.is_whole_buffer() and (want is None or same_view(tv.sizes, tv.strides, tv.sizes, want)):
+                    specs.append(OutputSpec("buffer", out_index(tv.buffer)))
+                    continue
+                if pos is None and (want is None or view[1] == want or same_view(tv.sizes, view[1], tv.sizes, want)):
+                    specs.append(None)
+                    views.append((len(specs) - 1, (tv.buffer, view)))
+                    continue
+            self.current = item
+            self.materialized["rule0:output"] += 1
+            buf = self.pointwise_buffer(tv, want)
+            specs.append(OutputSpec("buffer", out_index(buf.buffer)))
+        for pos, (name, view) in views:
+            specs[pos] = OutputSpec("view_of_output", out_index(name), view)
+        self.current = None
+        graph = Graph(tuple(self.inputs), tuple(self.nodes), tuple(graph_outputs))
+        return LoweredGraph(
+            graph, [n.name for n in self.gm.graph.nodes if n.op == "placeholder"], self.extra_inputs, specs,
+            is_tuple, self.fallback_ops, self.extern_ops, self.materialized,
+        )
+
+
+def lower(gm: torch.fx.GraphModule, example_inputs, cfg: Config) -> LoweredGraph:
+    """Lower one ATen FX graph into a stax.ir.Graph (plus how to rebuild its outputs)."""
+    return GraphLowering(gm, example_inputs, cfg).run()
+

@@ -1,0 +1,32 @@
+"""The lowering table: ATen op (overload or packet) -> Lowering(fn, kind), merged
+from one module per category. A new op is a row in one of these tables."""
+
+from __future__ import annotations
+
+from . import creation, extern, indexing, nn, pointwise, random, reductions, shape, views
+from .registry import Lowering
+
+LOWERINGS: dict = {
+    **pointwise.LOWERINGS,
+    **creation.LOWERINGS,
+    **views.LOWERINGS,
+    **reductions.LOWERINGS,
+    **indexing.LOWERINGS,
+    **shape.LOWERINGS,
+    **nn.LOWERINGS,
+    **random.LOWERINGS,
+    **extern.LOWERINGS,
+}
+
+
+def lookup(target) -> Lowering | None:
+    """The lowering for an FX call target: exact overload first, then its packet."""
+    low = LOWERINGS.get(target)
+    if low is None:
+        packet = getattr(target, "overloadpacket", None)
+        if packet is not None:
+            low = LOWERINGS.get(packet)
+    return low
+
+
+__all__ = ["LOWERINGS", "Lowering", "lookup"]

@@ -1,0 +1,29 @@
+"""Library kernels Stax calls on purpose (counted as extern, not fallback): the
+pointwise epilogue that follows them is lowered by Stax and fuses into its own kernel."""
+
+from __future__ import annotations
+
+import torch
+
+from ..fallback import call_aten
+from .registry import BUFFER, table
+
+aten = torch.ops.aten
+
+EXTERN_OPS = (
+    aten.mm,
+    aten.addmm,
+    aten.bmm,
+    aten.baddbmm,
+    aten.convolution,
+    aten.convolution_backward,
+    aten._scaled_dot_product_flash_attention_for_cpu,
+    aten._scaled_dot_product_flash_attention_for_cpu_backward,
+)
+
+
+def extern(ctx, node, *args, **kwargs):
+    return call_aten(ctx, node, args, kwargs, fallback=False)
+
+
+LOWERINGS = table(BUFFER, {op: extern for op in EXTERN_OPS})

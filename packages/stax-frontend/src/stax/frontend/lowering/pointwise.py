@@ -1,0 +1,311 @@
+"""Pointwise ATen ops: tables of (stax op, promotion kind) plus a few composed ops.
+
+Every entry goes through `common.pointwise`: torch's promotion, broadcasting, the
+computation dtype (float32 for half types), a cast back to the result dtype.
+"""
+
+from __future__ import annotations
+
+import torch
+from stax.ir import dtypes as dt
+
+from ..tensor import TensorValue, lazy
+from ..views import Unsupported, expand
+from .common import KIND, broadcast_all, operand, out_dtype, pointwise, promote
+from .registry import POINTWISE, table
+
+aten = torch.ops.aten
+prims = torch.ops.prims
+
+# ATen op -> (stax op, promotion kind): one operand.
+UNARY = {
+    aten.exp: ("exp", KIND.INT_TO_FLOAT),
+    aten.exp2: ("exp2", KIND.INT_TO_FLOAT),
+    aten.expm1: ("expm1", KIND.INT_TO_FLOAT),
+    aten.log: ("log", KIND.INT_TO_FLOAT),
+    aten.log2: ("log2", KIND.INT_TO_FLOAT),
+    aten.log10: ("log10", KIND.INT_TO_FLOAT),
+    aten.log1p: ("log1p", KIND.INT_TO_FLOAT),
+    aten.sqrt: ("sqrt", KIND.INT_TO_FLOAT),
+    aten.rsqrt: ("rsqrt", KIND.INT_TO_FLOAT),
+    aten.reciprocal: ("reciprocal", KIND.INT_TO_FLOAT),
+    aten.sin: ("sin", KIND.INT_TO_FLOAT),
+    aten.cos: ("cos", KIND.INT_TO_FLOAT),
+    aten.tan: ("tan", KIND.INT_TO_FLOAT),
+    aten.asin: ("asin", KIND.INT_TO_FLOAT),
+    aten.acos: ("acos", KIND.INT_TO_FLOAT),
+    aten.atan: ("atan", KIND.INT_TO_FLOAT),
+    aten.sinh: ("sinh", KIND.INT_TO_FLOAT),
+    aten.cosh: ("cosh", KIND.INT_TO_FLOAT),
+    aten.tanh: ("tanh", KIND.INT_TO_FLOAT),
+    aten.asinh: ("asinh", KIND.INT_TO_FLOAT),
+    aten.acosh: ("acosh", KIND.INT_TO_FLOAT),
+    aten.atanh: ("atanh", KIND.INT_TO_FLOAT),
+    aten.erf: ("erf", KIND.INT_TO_FLOAT),
+    aten.lgamma: ("lgamma", KIND.INT_TO_FLOAT),
+    aten.sigmoid: ("sigmoid", KIND.INT_TO_FLOAT),
+    aten.neg: ("neg", KIND.DEFAULT),
+    aten.abs: ("abs", KIND.DEFAULT),
+    aten.relu: ("relu", KIND.DEFAULT),
+    aten.sign: ("sign", KIND.DEFAULT),
+    aten.sgn: ("sign", KIND.DEFAULT),
+    aten.bitwise_not: ("bitwise_not", KIND.DEFAULT),
+    aten.logical_not: ("logical_not", KIND.ALWAYS_BOOL),
+}
+
+# rounding ops are the identity on integers
+ROUNDING = {aten.floor: "floor", aten.ceil: "ceil", aten.round: "round", aten.trunc: "trunc"}
+
+# ATen op -> (stax op, promotion kind): two operands (Tensor / Scalar overloads alike).
+BINARY = {
+    aten.mul: ("mul", KIND.DEFAULT),
+    aten.maximum: ("maximum", KIND.DEFAULT),
+    aten.minimum: ("minimum", KIND.DEFAULT),
+    aten.atan2: ("atan2", KIND.INT_TO_FLOAT),
+    aten.remainder: ("remainder", KIND.DEFAULT),
+    aten.fmod: ("fmod", KIND.DEFAULT),
+    aten.floor_divide: ("floordiv", KIND.DEFAULT),
+    aten.bitwise_and: ("bitwise_and", KIND.DEFAULT),
+    aten.bitwise_or: ("bitwise_or", KIND.DEFAULT),
+    aten.bitwise_xor: ("bitwise_xor", KIND.DEFAULT),
+    aten.logical_and: ("logical_and", KIND.ALWAYS_BOOL),
+    aten.logical_or: ("logical_or", KIND.ALWAYS_BOOL),
+    aten.logical_xor: ("logical_xor", KIND.ALWAYS_BOOL),
+    aten.eq: ("eq", KIND.ALWAYS_BOOL),
+    aten.ne: ("ne", KIND.ALWAYS_BOOL),
+    aten.lt: ("lt", KIND.ALWAYS_BOOL),
+    aten.le: ("le", KIND.ALWAYS_BOOL),
+    aten.gt: ("gt", KIND.ALWAYS_BOOL),
+    aten.ge: ("ge", KIND.ALWAYS_BOOL),
+}
+
+
+def _unary(name, kind):
+    return lambda ctx, node, x: pointwise(ctx, node, [x], lambda b, v: b.op(name, v), kind)
+
+
+def _binary(name, kind):
+    return lambda ctx, node, x, y: pointwise(ctx, node, [x, y], lambda b, u, v: b.op(name, u, v), kind)
+
+
+def _rounding(name):
+    def low(ctx, node, x, decimals=0):
+        if decimals:
+            raise Unsupported("round with decimals")
+        if not x.dtype.is_floating:
+            return pointwise(ctx, node, [x], lambda b, v: v)
+        return pointwise(ctx, node, [x], lambda b, v: b.op(name, v))
+
+    return low
+
+
+def _float_pred(name):
+    """isnan / isinf: always False on integers."""
+
+    def low(ctx, node, x):
+        if not x.dtype.is_floating:
+            return pointwise(ctx, node, [x], lambda b, v: b.const(False, dt.bool_), KIND.ALWAYS_BOOL)
+        return pointwise(ctx, node, [x], lambda b, v: b.op(name, v), KIND.ALWAYS_BOOL)
+
+    return low
+
+
+def _scaled(b, v, alpha):
+    return v if alpha == 1 else b.op("mul", v, b.const(alpha, v.dtype))
+
+
+def add(ctx, node, x, y, alpha=1):
+    return pointwise(ctx, node, [x, y], lambda b, u, v: b.op("add", u, _scaled(b, v, alpha)))
+
+
+def sub(ctx, node, x, y, alpha=1):
+    return pointwise(ctx, node, [x, y], lambda b, u, v: b.op("sub", u, _scaled(b, v, alpha)))
+
+
+def rsub(ctx, node, x, y, alpha=1):
+    return pointwise(ctx, node, [x, y], lambda b, u, v: b.op("sub", v, _scaled(b, u, alpha)))
+
+
+def div(ctx, node, x, y, rounding_mode=None):
+    if rounding_mode is None:
+        return pointwise(ctx, node, [x, y], lambda b, u, v: b.op("truediv", u, v), KIND.INT_TO_FLOAT)
+    comp, _ = promote([x, y])
+    if rounding_mode == "floor":
+        return pointwise(ctx, node, [x, y], lambda b, u, v: b.op("floordiv", u, v))
+    if rounding_mode == "trunc":
+        if comp.is_floating:
+            return pointwise(ctx, node, [x, y], lambda b, u, v: b.op("trunc", b.op("truediv", u, v)))
+        return pointwise(ctx, node, [x, y], lambda b, u, v: b.op("truncdiv", u, v))
+    raise Unsupported(f"div rounding_mode={rounding_mode!r}")
+
+
+def pow_(ctx, node, x, y):
+    if isinstance(y, (int, float)) and not isinstance(y, bool) and isinstance(x, TensorValue):
+        comp, _ = promote([x, y])
+        if y == 2:
+            return pointwise(ctx, node, [x, y], lambda b, u, v: b.op("mul", u, u))
+        if y == 3:
+            return pointwise(ctx, node, [x, y], lambda b, u, v: b.op("mul", b.op("mul", u, u), u))
+        if y == 1:
+            return pointwise(ctx, node, [x, y], lambda b, u, v: u)
+        if y == 0.5 and comp.is_floating:
+            return pointwise(ctx, node, [x, y], lambda b, u, v: b.op("sqrt", u))
+        if y == -1 and comp.is_floating:
+            return pointwise(ctx, node, [x, y], lambda b, u, v: b.op("reciprocal", u))
+    return pointwise(ctx, node, [x, y], lambda b, u, v: b.op("pow", u, v))
+
+
+def where(ctx, node, cond, x, y):
+    comp, res = promote([x, y])
+    shape, (c, bx, by) = broadcast_all([cond, x, y])
+    if out_dtype(node) != res:
+        raise Unsupported("where: promotion mismatch")
+    b = ctx.builder
+
+    def fn(idx):
+        return b.op("where", operand(ctx, c, idx, dt.bool_), operand(ctx, bx, idx, res), operand(ctx, by, idx, res))
+
+    return lazy(shape, res, ctx.device, fn)
+
+
+def masked_fill(ctx, node, x, mask, value):
+    res = x.dtype
+    shape, (bx, m, v) = broadcast_all([x, mask, value])
+    if shape != x.sizes:
+        raise Unsupported("masked_fill that broadcasts self")
+    b = ctx.builder
+
+    def fn(idx):
+        return b.op("where", operand(ctx, m, idx, dt.bool_), operand(ctx, v, idx, res), operand(ctx, bx, idx, res))
+
+    return lazy(shape, res, ctx.device, fn)
+
+
+def _clamp_compute(lo, hi):
+    def compute(b, v, *bounds):
+        it = iter(bounds)
+        if lo is not None:
+            v = b.op("maximum", v, next(it))
+        if hi is not None:
+            v = b.op("minimum", v, next(it))
+        return v
+
+    return compute
+
+
+def clamp(ctx, node, x, min=None, max=None):
+    bounds = [a for a in (min, max) if a is not None]
+    return pointwise(ctx, node, [x, *bounds], _clamp_compute(min, max))
+
+
+def clamp_min(ctx, node, x, min):
+    return clamp(ctx, node, x, min=min)
+
+
+def clamp_max(ctx, node, x, max):
+    return clamp(ctx, node, x, max=max)
+
+
+def to_copy(ctx, node, x, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False, memory_format=None):
+    if device is not None and torch.device(device).type != "cpu":
+        raise Unsupported("_to_copy to another device")
+    want = out_dtype(node)
+    b = ctx.builder
+    return lazy(x.sizes, want, x.device, lambda idx: b.cast(x.load(idx), want))
+
+
+def convert_element_type(ctx, node, x, dtype):
+    return to_copy(ctx, node, x)
+
+
+def clone(ctx, node, x, memory_format=None):
+    """A fresh tensor (never an alias of `x`): a lazy identity."""
+    return lazy(x.sizes, x.dtype, x.device, x.load)
+
+
+def copy(ctx, node, dst, src, non_blocking=False):
+    s = expand(src, dst.sizes)
+    b = ctx.builder
+    return lazy(dst.sizes, dst.dtype, dst.device, lambda idx: b.cast(s.load(idx), dst.dtype))
+
+
+def isfinite(ctx, node, x):
+    if not x.dtype.is_floating:
+        return pointwise(ctx, node, [x], lambda b, v: b.const(True, dt.bool_), KIND.ALWAYS_BOOL)
+
+    def compute(b, v):
+        return b.op("logical_not", b.op("logical_or", b.op("isnan", v), b.op("isinf", v)))
+
+    return pointwise(ctx, node, [x], compute, KIND.ALWAYS_BOOL)
+
+
+def frac(ctx, node, x):
+    return pointwise(ctx, node, [x], lambda b, v: b.op("sub", v, b.op("trunc", v)))
+
+
+def nan_to_num(ctx, node, x, nan=None, posinf=None, neginf=None):
+    if not x.dtype.is_floating:
+        return clone(ctx, node, x)
+    info = torch.finfo(torch.float16 if x.dtype == dt.float16 else torch.bfloat16 if x.dtype == dt.bfloat16
+                       else torch.float64 if x.dtype == dt.float64 else torch.float32)
+    nan = 0.0 if nan is None else nan
+    posinf = info.max if posinf is None else posinf
+    neginf = info.min if neginf is None else neginf
+
+    def compute(b, v):
+        zero = b.const(0.0, v.dtype)
+        v = b.op("where", b.op("isnan", v), b.const(nan, v.dtype), v)
+        inf = b.op("isinf", v)
+        big = b.op("where", b.op("gt", v, zero), b.const(posinf, v.dtype), b.const(neginf, v.dtype))
+        return b.op("where", inf, big, v)
+
+    return pointwise(ctx, node, [x], compute)
+
+
+def lerp(ctx, node, start, end, weight):
+    def compute(b, s, e, w):
+        return b.op("add", s, b.op("mul", w, b.op("sub", e, s)))
+
+    return pointwise(ctx, node, [start, end, weight], compute)
+
+
+def addcmul(ctx, node, x, t1, t2, value=1):
+    return pointwise(ctx, node, [x, t1, t2], lambda b, a, u, v: b.op("add", a, _scaled(b, b.op("mul", u, v), value)))
+
+
+def addcdiv(ctx, node, x, t1, t2, value=1):
+    return pointwise(ctx, node, [x, t1, t2], lambda b, a, u, v: b.op("add", a, _scaled(b, b.op("truediv", u, v), value)))
+
+
+LOWERINGS = {
+    **table(POINTWISE, {op: _unary(*spec) for op, spec in UNARY.items()}),
+    **table(POINTWISE, {op: _binary(*spec) for op, spec in BINARY.items()}),
+    **table(POINTWISE, {op: _rounding(name) for op, name in ROUNDING.items()}),
+    **table(POINTWISE, {
+        aten.isnan: _float_pred("isnan"),
+        aten.isinf: _float_pred("isinf"),
+        aten.isfinite: isfinite,
+        aten.add: add,
+        aten.sub: sub,
+        aten.rsub: rsub,
+        aten.div: div,
+        aten.true_divide: div,
+        aten.pow: pow_,
+        aten.where: where,
+        aten.masked_fill: masked_fill,
+        aten.clamp: clamp,
+        aten.clamp_min: clamp_min,
+        aten.clamp_max: clamp_max,
+        aten._to_copy: to_copy,
+        prims.convert_element_type: convert_element_type,
+        aten.clone: clone,
+        aten.lift_fresh_copy: clone,
+        aten.copy: copy,
+        aten.frac: frac,
+        aten.nan_to_num: nan_to_num,
+        aten.lerp: lerp,
+        aten.addcmul: addcmul,
+        aten.addcdiv: addcdiv,
+    }),
+}
+

@@ -1,0 +1,262 @@
+"""Reductions: every one is a `Reduction` buffer whose body inlines its (lazy) input.
+
+Half-precision sums and means accumulate in float32 and round once at the end, as
+eager does; integer and bool sums produce int64 (torch's rule).
+"""
+
+from __future__ import annotations
+
+import torch
+from stax.ir import dtypes as dt
+from stax.ir.index import pointwise_vars, reduction_vars
+
+from ..tensor import TensorValue, lazy
+from ..views import Unsupported, reshape
+from .common import dims_arg, out_dtype
+from .registry import REDUCTION, table
+
+aten = torch.ops.aten
+
+
+def reduce(ctx, x: TensorValue, dims, keepdim: bool, rtype: str, acc: dt.DType, value_fn=None):
+    """A Reduction buffer over `dims` of x (after `value_fn`), values cast to `acc`.
+
+    Returns a BufferView of shape keepdim-or-not (a view drops the size-1 dims).
+    """
+    dims = dims_arg(dims, x.ndim)
+    out_keep = tuple(1 if k in dims else s for k, s in enumerate(x.sizes))
+    ivars = pointwise_vars(x.ndim)
+    rvars = reduction_vars(len(dims))
+    idx = tuple(rvars[dims.index(k)] if k in dims else ivars[k] for k in range(x.ndim))
+    b = ctx.builder
+    v = x.load(idx)
+    if value_fn is not None:
+        v = value_fn(b, v, idx)
+    v = b.cast(v, acc)
+    buf = ctx.reduction_buffer(out_keep, tuple(x.sizes[d] for d in dims), rtype, v)
+    if keepdim:
+        return buf
+    return reshape(buf, tuple(s for k, s in enumerate(x.sizes) if k not in dims))
+
+
+def _acc_dtype(d: dt.DType) -> dt.DType:
+    if d.is_bool or d.is_integer:
+        return dt.int64
+    return dt.compute_dtype(d)
+
+
+def _finish(ctx, tv, want: dt.DType, post=None):
+    """Cast an accumulator-typed result to `want` (lazily, fused into its users)."""
+    if tv.dtype == want and post is None:
+        return tv
+    b = ctx.builder
+
+    def fn(idx):
+        v = tv.load(idx)
+        if post is not None:
+            v = post(b, v)
+        return b.cast(v, want)
+
+    return lazy(tv.sizes, want, tv.device, fn)
+
+
+def sum_(ctx, node, x, dims=None, keepdim=False, dtype=None):
+    want = out_dtype(node)
+    acc = _acc_dtype(want) if want.is_floating else want
+    return _finish(ctx, reduce(ctx, x, dims, keepdim, "sum", acc), want)
+
+
+def prod(ctx, node, x, dim=None, keepdim=False, dtype=None):
+    want = out_dtype(node)
+    acc = _acc_dtype(want) if want.is_floating else want
+    return _finish(ctx, reduce(ctx, x, dim, keepdim, "prod", acc), want)
+
+
+def mean(ctx, node, x, dims=None, keepdim=False, dtype=None):
+    want = out_dtype(node)
+    if not want.is_floating:
+        raise Unsupported("mean of a non-floating type")
+    acc = dt.compute_dtype(want)
+    n = 1
+    for d in dims_arg(dims, x.ndim):
+        n *= x.sizes[d]
+    r = reduce(ctx, x, dims, keepdim, "sum", acc)
+    return _finish(ctx, r, want, lambda b, v: b.op("truediv", v, b.const(n, acc)))
+
+
+def _minmax(rtype):
+    def low(ctx, node, x, dims=None, keepdim=False):
+        return reduce(ctx, x, dims, keepdim, rtype, x.dtype)
+
+    return low
+
+
+def full_minmax(rtype):
+    def low(ctx, node, x):
+        return reduce(ctx, x, None, False, rtype, x.dtype)
+
+    return low
+
+
+def _arg(rtype):
+    def low(ctx, node, x, dim=None, keepdim=False):
+        if dim is None:
+            flat = reshape(x, (x.numel(),))
+            r = reduce(ctx, flat, [0], True, rtype, flat.dtype)
+            return reshape(r, (1,) * x.ndim) if keepdim else reshape(r, ())
+        return reduce(ctx, x, [dim], keepdim, rtype, x.dtype)
+
+    return low
+
+
+def _minmax_dim(rtype, argtype):
+    """max.dim / min.dim -> (values, indices): two reductions over the same input."""
+
+    def low(ctx, node, x, dim, keepdim=False):
+        values = reduce(ctx, x, [dim], keepdim, rtype, x.dtype)
+        indices = reduce(ctx, x, [dim], keepdim, argtype, x.dtype)
+        return (values, indices)
+
+    return low
+
+
+def _logical(rtype):
+    def low(ctx, node, x, dims=None, keepdim=False):
+        return reduce(ctx, x, dims, keepdim, rtype, dt.bool_)
+
+    return low
+
+
+def var(ctx, node, x, dims=None, correction=None, keepdim=False, unbiased=None):
+    """Two passes: the mean, then the sum of squared deviations (welford: TODO)."""
+    return _var_mean(ctx, node, x, dims, correction, keepdim, unbiased)[0]
+
+
+def _var_mean(ctx, node, x, dims, correction, keepdim, unbiased=None):
+    if not x.dtype.is_floating:
+        raise Unsupported("var of a non-floating type")
+    if isinstance(dims, bool):  # var.default(self, unbiased)
+        dims, unbiased = None, dims
+    if isinstance(correction, bool):  # var.dim(self, dim, unbiased, keepdim)
+        correction, unbiased = None, correction
+    if correction is None:
+        correction = 1 if unbiased is None or unbiased else 0
+    want = x.dtype
+    acc = dt.compute_dtype(want)
+    dl = dims_arg(dims, x.ndim)
+    n = 1
+    for d in dl:
+        n *= x.sizes[d]
+    total = reduce(ctx, x, dl, True, "sum", acc)
+    mean_keep = _finish(ctx, total, acc, lambda b, v: b.op("truediv", v, b.const(n, acc)))
+    from ..views import expand
+
+    m = expand(mean_keep, x.sizes)
+
+    def sq(b, v, idx):
+        d = b.op("sub", b.cast(v, acc), m.load(idx))
+        return b.op("mul", d, d)
+
+    ss = reduce(ctx, x, dl, keepdim, "sum", acc, sq)
+    denom = max(n - correction, 0)
+    var_v = _finish(ctx, ss, want, lambda b, v: b.op("truediv", v, b.const(denom, acc)))
+    mean_v = mean_keep if keepdim else reshape(mean_keep, var_v.sizes)
+    return var_v, _finish(ctx, mean_v, want)
+
+
+def var_mean(ctx, node, x, dims=None, correction=None, keepdim=False, unbiased=None):
+    return _var_mean(ctx, node, x, dims, correction, keepdim, unbiased)
+
+
+def std(ctx, node, x, dims=None, correction=None, keepdim=False, unbiased=None):
+    v = _var_mean(ctx, node, x, dims, correction, keepdim, unbiased)[0]
+    b = ctx.builder
+    return lazy(v.sizes, v.dtype, v.device, lambda idx: b.cast(b.op("sqrt", b.cast(v.load(idx), dt.compute_dtype(v.dtype))), v.dtype))
+
+
+def std_mean(ctx, node, x, dims=None, correction=None, keepdim=False, unbiased=None):
+    v, m = _var_mean(ctx, node, x, dims, correction, keepdim, unbiased)
+    b = ctx.builder
+    acc = dt.compute_dtype(v.dtype)
+    s = lazy(v.sizes, v.dtype, v.device, lambda idx: b.cast(b.op("sqrt", b.cast(v.load(idx), acc)), v.dtype))
+    return s, m
+
+
+def _scan(rtype):
+    """cumsum / cumprod in dense form: out[.., i, ..] reduces x[.., r, ..] over r <= i.
+
+    Quadratic in the scanned length, so only while numel * length <= config.dense_limit
+    (a Scan node in the IR will replace this)."""
+
+    def low(ctx, node, x, dim, dtype=None):
+        want = out_dtype(node)
+        if x.ndim == 0:
+            return lazy((), want, x.device, lambda idx: ctx.builder.cast(x.load(idx), want))
+        dim %= x.ndim
+        n = x.sizes[dim]
+        if x.numel() * n > ctx.cfg.dense_limit:
+            raise Unsupported(f"{rtype} scan too long for the dense form")
+        acc = _acc_dtype(want) if want.is_floating else want
+        b = ctx.builder
+        ivars = pointwise_vars(x.ndim)
+        (r,) = reduction_vars(1)
+        src = tuple(r if k == dim else v for k, v in enumerate(ivars))
+        ident = b.const(0 if rtype == "sum" else 1, acc)
+        inside = b.op("le", b.index_value(r), b.index_value(ivars[dim]))
+        value = b.op("where", inside, b.cast(x.load(src), acc), ident)
+        return _finish(ctx, ctx.reduction_buffer(x.sizes, (n,), rtype, value), want)
+
+    return low
+
+
+def logsumexp(ctx, node, x, dims, keepdim=False):
+    if not x.dtype.is_floating:
+        raise Unsupported("logsumexp of integers")
+    acc = dt.compute_dtype(x.dtype)
+    from ..views import expand
+
+    mx = reduce(ctx, x, dims, True, "max", x.dtype)
+    b = ctx.builder
+
+    def safe_max(idx):  # an all -inf row gives max -inf: subtract 0 instead (eager's rule)
+        m = b.cast(mx.load(idx), acc)
+        return b.op("where", b.op("isinf", m), b.const(0.0, acc), m)
+
+    mfin = lazy(mx.sizes, acc, mx.device, safe_max)
+    me = expand(mfin, x.sizes)
+    s = reduce(ctx, x, dims, True, "sum", acc, lambda b, v, idx: b.op("exp", b.op("sub", b.cast(v, acc), me.load(idx))))
+
+    def fn(idx):
+        return b.cast(b.op("add", b.op("log", s.load(idx)), mfin.load(idx)), x.dtype)
+
+    out = lazy(s.sizes, x.dtype, x.device, fn)
+    if keepdim:
+        return out
+    dl = dims_arg(dims, x.ndim)
+    return reshape(out, tuple(n for k, n in enumerate(x.sizes) if k not in dl))
+
+
+LOWERINGS = table(REDUCTION, {
+    aten.sum: sum_,
+    aten.prod: prod,
+    aten.mean: mean,
+    aten.amax: _minmax("max"),
+    aten.amin: _minmax("min"),
+    aten.argmax: _arg("argmax"),
+    aten.argmin: _arg("argmin"),
+    aten.any: _logical("any"),
+    aten.all: _logical("all"),
+    aten.var: var,
+    aten.var_mean: var_mean,
+    aten.std: std,
+    aten.std_mean: std_mean,
+    aten.logsumexp: logsumexp,
+    aten.cumsum: _scan("sum"),
+    aten.cumprod: _scan("prod"),
+})
+LOWERINGS.update(table(REDUCTION, {
+    aten.max.dim: _minmax_dim("max", "argmax"),
+    aten.min.dim: _minmax_dim("min", "argmin"),
+    aten.max.default: full_minmax("max"),
+    aten.min.default: full_minmax("min"),
+}))

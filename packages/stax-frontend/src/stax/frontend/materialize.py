@@ -1,0 +1,76 @@
+"""§6.6 materialization cost model: when a composed pointwise value gets a buffer.
+
+Lazies compose into one expression (§6.3); a value is written to memory only when
+
+  rule 0  something needs it as a buffer: a graph output, or an extern / fallback
+          kernel among its users (they read memory, not expressions);
+  rule 1  it has several users and its body is expensive to recompute on this
+          device (CPU: transcendental ops; GPU: never — Example 7.2);
+  rule 2  its body reads too many buffers (`config.max_reads`): inlining it into
+          each user multiplies memory traffic and register pressure;
+  rule 3  it feeds a reduction and also has other users, with a body that is not
+          trivial on this device: the reduction and the pointwise users cannot
+          share one loop, so inlining would compute it twice;
+  rule 4  its body is too large (`config.max_body_ops`) for one kernel.
+
+Reductions are always buffers (their inputs are inlined into their bodies).
+Users are counted through view ops: `e.view(...).sum()` is a user of `e`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stax.ir import Load, Op, walk
+from stax.ir.index import pointwise_vars
+
+from .config import Config
+from .tensor import Lazy, TensorValue
+
+
+@dataclass(frozen=True)
+class BodyStats:
+    ops: int
+    reads: int
+    cost: float
+
+
+def body_stats(tv: TensorValue, cfg: Config) -> BodyStats:
+    value = tv.load(pointwise_vars(tv.ndim))
+    costs = cfg.costs(tv.device)
+    ops = reads = 0
+    cost = 0.0
+    for n in walk(value):
+        if isinstance(n, Op):
+            if n.name != "to_dtype":
+                ops += 1
+            cost += costs.cost(n.name)
+        elif isinstance(n, Load):
+            reads += 1
+    return BodyStats(ops, reads, cost)
+
+
+def decide(tv: TensorValue, users: list[UserKind], cfg: Config) -> str | None:
+    """The rule that makes `tv` a buffer now, or None to keep it inline."""
+    if not isinstance(tv, Lazy) or not users:
+        return None
+    if "output" in users:
+        return "rule0:output"
+    if "buffer" in users:
+        return "rule0:extern_input"
+    stats = body_stats(tv, cfg)
+    if stats.ops == 0 and stats.reads <= 1:
+        return None  # a view-like or constant expression is free to recompute
+    costs = cfg.costs(tv.device)
+    if len(users) >= 2 and stats.cost >= costs.recompute_threshold:
+        return "rule1:expensive_multi_use"
+    if stats.reads > cfg.max_reads:
+        return "rule2:too_many_reads"
+    if len(users) >= 2 and "reduction" in users and stats.cost >= costs.reduction_input_threshold:
+        return "rule3:reduction_input"
+    if stats.ops > cfg.max_body_ops:
+        return "rule4:body_size"
+    return None
+
+
+UserKind = str  # 'output' | 'buffer' | 'reduction' | 'pointwise'

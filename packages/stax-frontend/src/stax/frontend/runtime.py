@@ -1,0 +1,244 @@
+"""Running a compiled graph: the torch allocator for stax.cpu, the numpy interpreter
+runtime (debug), and the boxed wrapper AOTAutograd calls.
+
+The wrapper checks inputs against the layouts the code was compiled for (a
+mismatch is re-strided by a copy, with a log line, never read wrongly), appends
+constant tensors, runs the module, and rebuilds the FX outputs — including
+aliases of inputs and views of outputs, returned as real views like eager.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import numpy as np
+import torch
+from stax.ir import ComputedBuffer, ExternKernel, Graph
+from stax.ir import dtypes as dt
+from stax.ir.interpreter import run_node
+
+from .dtypes import to_stax, to_torch
+from .fallback import kernel_table
+from .graph_lowering import LoweredGraph
+
+log = logging.getLogger("stax.frontend")
+
+
+class TorchAllocator:
+    """The allocator stax.cpu allocates buffers through: torch tensors on the CPU.
+
+    A multi-output extern call returns a Python tuple (fallback.py); to the runtime
+    it is an opaque buffer with the zero-size placeholder layout ((0,), (1,)).
+    """
+
+    def empty_strided(self, sizes, strides, dtype: dt.DType):
+        return torch.empty_strided(tuple(int(s) for s in sizes), tuple(int(s) for s in strides), dtype=to_torch(dtype))
+
+    def data_ptr(self, buffer) -> int:
+        return buffer.data_ptr()
+
+    def sizes_strides(self, buffer):
+        if not isinstance(buffer, torch.Tensor):
+            return (0,), (1,)
+        return tuple(buffer.shape), tuple(buffer.stride())
+
+    def dtype_of(self, buffer):
+        return to_stax(buffer.dtype) if isinstance(buffer, torch.Tensor) else None
+
+    def as_strided(self, buffer, sizes, strides, dtype: dt.DType):
+        """A view of `buffer`'s memory with another layout and dtype (buffer reuse)."""
+        sizes, strides = tuple(int(s) for s in sizes), tuple(int(s) for s in strides)
+        if not isinstance(buffer, torch.Tensor):
+            return self.empty_strided(sizes, strides, dtype)
+        td = to_torch(dtype)
+        storage = buffer.untyped_storage()
+        byte_off = buffer.data_ptr() - storage.data_ptr()
+        item = torch.empty((), dtype=td).element_size()
+        if byte_off % item:
+            raise ValueError("as_strided: misaligned reuse")
+        return torch.empty(0, dtype=td).set_(storage, byte_off // item, sizes, strides)
+
+
+def cpu_available() -> bool:
+    try:
+        import stax.cpu as cpu
+    except ImportError:
+        return False
+    return hasattr(cpu, "compile_schedule")
+
+
+def resolve_runtime(name: str) -> str:
+    if name == "auto":
+        return "cpu" if cpu_available() else "interpret"
+    return name
+
+
+# ---- interpreter runtime -----------------------------------------------------------
+
+
+def _flat_numpy(t: torch.Tensor, n: int) -> np.ndarray:
+    flat = torch.as_strided(t, (n,), (1,), t.storage_offset()) if n else t.new_empty((0,))
+    if flat.dtype == torch.bfloat16:
+        flat = flat.float()
+    return flat.detach().numpy()
+
+
+def _flat_torch(a: np.ndarray, d: dt.DType) -> torch.Tensor:
+    t = torch.from_numpy(np.ascontiguousarray(a))
+    return t.to(to_torch(d))
+
+
+class InterpretedModule:
+    """Runs a Graph with stax.ir's numpy interpreter; extern kernels run in torch."""
+
+    def __init__(self, graph: Graph, extern: dict[str, Callable]):
+        self.graph = graph
+        self.extern = extern
+        self.source = "# interpreted by stax.ir.interpret (config.runtime='interpret')\n" + str(graph)
+
+    def call(self, args: list):
+        g = self.graph
+        inputs = list(args)
+        args.clear()
+        arrays: dict[str, np.ndarray] = {}
+        tensors: dict[str, object] = {}
+        for inp, t in zip(g.inputs, inputs):
+            tensors[inp.name] = t
+            arrays[inp.name] = _flat_numpy(t, inp.layout.storage_size())
+
+        def as_tensor(name):
+            if name not in tensors:
+                lay = g.buffer_layout(name)
+                base = _flat_torch(arrays[name], lay.dtype)
+                tensors[name] = torch.as_strided(base, [int(s) for s in lay.sizes], [int(s) for s in lay.strides], int(lay.offset))
+            return tensors[name]
+
+        def as_array(name):
+            if name not in arrays:
+                t = tensors[name]
+                arrays[name] = _flat_numpy(t, g.buffer_layout(name).storage_size())
+            return arrays[name]
+
+        for node in g.nodes:
+            if isinstance(node, ExternKernel):
+                fn = self.extern[node.kernel]
+                ins = [as_tensor(b) for b in node.inputs]
+                tensors[node.name] = fn(*ins, **dict(node.constants))
+            else:
+                assert isinstance(node, ComputedBuffer)
+                needed = {ld.buffer for ld in _loads(node)}
+                bufs = {b: as_array(b) for b in needed}
+                arrays[node.name] = run_node(node, bufs)
+        return tuple(as_tensor(o) for o in g.outputs)
+
+
+def _loads(node):
+    from stax.ir import loads
+
+    return loads(node.body.value)
+
+
+class NoKernels:
+    """A graph with nothing to compute (every output is an input or a view of one)."""
+
+    def __init__(self, graph: Graph):
+        self.outputs = [i.name for i in graph.inputs]
+        self.graph = graph
+        self.source = "# no kernels: every output is an input or a view of one\n"
+
+    def call(self, args: list):
+        env = dict(zip(self.outputs, args))
+        args.clear()
+        return tuple(env[o] for o in self.graph.outputs)
+
+
+# ---- building the callable ------------------------------------------------------------
+
+
+def build_module(lowered: LoweredGraph, schedule, runtime: str):
+    """The CompiledModule-like object (with .source and .call(args))."""
+    extern = kernel_table(lowered.graph)
+    if not lowered.graph.nodes:
+        return NoKernels(lowered.graph)
+    if runtime == "interpret":
+        return InterpretedModule(lowered.graph, extern)
+    from stax.cpu import compile_schedule
+
+    return compile_schedule(schedule, allocator=TorchAllocator(), extern_kernels=extern)
+
+
+class CompiledGraph:
+    """The boxed callable AOTAutograd runs: `f(args: list) -> list of outputs`."""
+
+    _boxed_call = True
+
+    def __init__(self, lowered: LoweredGraph, module):
+        self.module = module
+        self.inputs = [i.layout for i in lowered.graph.inputs[: len(lowered.input_names)]]
+        self.input_names = lowered.input_names
+        self.extras = list(lowered.extra_inputs)
+        self.outputs = lowered.outputs
+        self.is_tuple = lowered.output_is_tuple
+        self._expect = [
+            (tuple(int(s) for s in lay.sizes), tuple(int(s) for s in lay.strides), to_torch(lay.dtype))
+            for lay in self.inputs
+        ]
+
+    def _conform_inputs(self, inputs: list):
+        for k, (t, (sizes, strides, dtype)) in enumerate(zip(inputs, self._expect)):
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"stax: input {self.input_names[k]} should be a tensor, got {type(t).__name__}")
+            if t.dtype != dtype or t.device.type != "cpu":
+                raise TypeError(
+                    f"stax: input {self.input_names[k]} is {t.dtype} on {t.device}; compiled for {dtype} on cpu"
+                )
+            if tuple(t.shape) != sizes:
+                raise ValueError(f"stax: input {self.input_names[k]} has shape {tuple(t.shape)}; compiled for {sizes}")
+            if tuple(t.stride()) != strides and any(n != 1 and a != b for n, a, b in zip(sizes, t.stride(), strides)):
+                log.info("stax: re-striding input %s from %s to %s", self.input_names[k], t.stride(), strides)
+                r = torch.empty_strided(sizes, strides, dtype=dtype)
+                r.copy_(t)
+                inputs[k] = r
+
+    def __call__(self, args: list):
+        inputs = list(args)
+        args.clear()
+        self._conform_inputs(inputs)
+        originals = list(inputs)
+        outs = self.module.call(inputs + [_seed() if kind == "seed" else t for kind, t in self.extras])
+        result = []
+        for spec in self.outputs:
+            if spec.kind == "buffer":
+                result.append(outs[spec.index])
+            elif spec.kind == "input":
+                t = originals[spec.index]
+                result.append(t if spec.view is None else _view(t, spec.view))
+            elif spec.kind == "view_of_output":
+                result.append(_view(outs[spec.index], spec.view))
+            else:
+                result.append(spec.value)
+        return result if self.is_tuple else result[0]
+
+
+def _seed() -> torch.Tensor:
+    """A fresh 63-bit seed from torch's default generator (so manual_seed reproduces runs)."""
+    return torch.randint(0, 2**62, (), dtype=torch.int64)
+
+
+def _view(t: torch.Tensor, view) -> torch.Tensor:
+    sizes, strides, offset = view
+    return torch.as_strided(t, sizes, strides, t.storage_offset() + offset)
+
+
+def eager_callable(gm: torch.fx.GraphModule) -> Callable:
+    """A boxed callable running the FX graph eagerly (whole-graph fallback)."""
+
+    def run(args: list):
+        a = list(args)
+        args.clear()
+        return gm(*a)
+
+    run._boxed_call = True
+    return run
+

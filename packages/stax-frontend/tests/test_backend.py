@@ -1,0 +1,116 @@
+"""The backend's contract: entry point, metrics, config, debug dump, fallbacks."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+
+import pytest
+import torch
+from conftest import check, run_stax
+from stax.frontend import config, metrics
+from test_pointwise import make
+
+
+def _installed_dist():
+    try:
+        return importlib.metadata.distribution("stax-frontend")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def test_entry_point_registers_backend():
+    dist = _installed_dist()
+    if dist is None:
+        pytest.skip("stax-frontend is not pip-installed (running from PYTHONPATH): no entry point to test")
+    eps = [e for e in dist.entry_points if e.group == "torch_dynamo_backends"]
+    assert [(e.name, e.value) for e in eps] == [("stax", "stax.frontend.backend:stax_backend")]
+    assert eps[0].load().__name__ == "stax_backend"
+    assert "stax" in torch._dynamo.list_backends()
+
+
+def test_metrics_count_and_reset():
+    x = make(torch.float32)
+    run_stax(lambda a: (a.exp().sum(-1), a + 1), x)
+    m = metrics.snapshot()
+    assert m.graphs_compiled == 1 and m.kernels_generated == 2 and m.compile_time_s > 0
+    assert metrics.graphs_compiled == 1  # live attribute access
+    metrics.reset()
+    assert metrics.snapshot().graphs_compiled == 0 and metrics.snapshot().compile_time_s == 0
+
+
+def test_extern_kernels_counted_separately():
+    a, b = make(torch.float32, (8, 16)), make(torch.float32, (16, 4), seed=1)
+    m = check(lambda x, y: (x @ y).relu() + 1, a, b)
+    assert m.extern_calls == 1 and m.extern_ops["mm.default"] == 1 and m.fallback_calls == 0
+
+
+def test_fallback_single_and_multi_output(caplog):
+    """Ops Stax does not lower run as explicit ATen calls, counted and logged by name;
+    a multi-output op is one call returning a tuple plus one selection per output."""
+    x = make(torch.float32, (8, 16))
+    with caplog.at_level(logging.INFO, logger="stax.frontend.fallback"):
+        m = check(lambda a: (torch.sort(a, -1)[0] * 2, torch.sort(a, -1)[1], torch.cumsum(a, 0) + 1), x, fallbacks=None)
+    assert set(m.fallback_ops) == {"sort.default", "cumsum.default"}
+    assert "fallback to ATen: aten.sort.default" in caplog.text
+
+
+def test_random_op_falls_back_and_matches_eager_stream():
+    x = make(torch.float32, (8, 16))
+    fn = lambda a: a + torch.rand_like(a)  # noqa: E731
+    torch.manual_seed(123)
+    expected = fn(x)
+    compiled = torch.compile(fn, backend="stax", dynamic=False)
+    torch.manual_seed(123)
+    actual = compiled(x)
+    torch.testing.assert_close(actual, expected)
+    assert metrics.snapshot().fallback_calls >= 1
+
+
+def test_unsupported_graph_runs_eagerly_when_not_strict(caplog):
+    x = torch.randn(4, 4, dtype=torch.complex64)
+    with config.patch(strict=False), caplog.at_level(logging.WARNING, logger="stax.frontend"):
+        out = run_stax(lambda a: a * 2, x)
+    torch.testing.assert_close(out, x * 2)
+    assert metrics.snapshot().graphs_failed == 1
+    assert "running it eagerly" in caplog.text
+
+
+def test_debug_dump_files(tmp_path, caplog):
+    x = make(torch.float32)
+    with config.patch(debug=True, debug_dir=str(tmp_path)), caplog.at_level(logging.INFO, logger="stax.frontend"):
+        run_stax(lambda a: a.exp().sum(-1), x)
+    (d,) = list(tmp_path.iterdir())
+    names = {p.name for p in d.iterdir()}
+    assert names == {"aten_graph.txt", "ir.txt", "schedule.txt", "source.txt", "lowering.txt"}
+    assert "aten.exp" in (d / "aten_graph.txt").read_text()
+    assert "Reduction(" in (d / "ir.txt").read_text()
+    assert "fusion log:" in (d / "schedule.txt").read_text()
+    assert (d / "source.txt").read_text().strip()
+    assert f"wrote debug dump of inference graph to {d}" in caplog.text
+
+
+def test_config_env_vars(monkeypatch):
+    monkeypatch.setenv("STAX_DEBUG", "1")
+    monkeypatch.setenv("STAX_DEBUG_DIR", "/tmp/somewhere")
+    monkeypatch.setenv("STAX_RUNTIME", "interpret")
+    c = config.from_env()
+    assert c.debug and c.debug_dir == "/tmp/somewhere" and c.runtime == "interpret"
+    monkeypatch.setenv("STAX_DEBUG", "0")
+    assert not config.from_env().debug
+    with pytest.raises(ValueError, match="runtime"):
+        config.Config(runtime="gpu-please")
+
+
+def test_config_patch_is_scoped():
+    before = config.current()
+    with config.patch(max_reads=3) as c:
+        assert c.max_reads == 3 and config.current().max_reads == 3
+    assert config.current() == before
+
+
+def test_interpret_runtime_matches():
+    """The numpy-interpreter runtime (a debugging aid) gives the same answers."""
+    x = make(torch.float32, (8, 16))
+    with config.patch(runtime="interpret"):
+        check(lambda a: (a.softmax(-1), (a @ a.t()).sum(0), torch.sort(a)[0]), x, fallbacks=1)

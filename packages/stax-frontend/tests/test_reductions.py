@@ -1,0 +1,75 @@
+"""Reductions over dims (keepdim or not), full reductions, dtypes; zero fallbacks."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import check
+from test_pointwise import make
+
+SHAPE = (6, 10, 33)
+
+
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize("dims", [(-1,), (0,), (1,), (0, 2), None], ids=str)
+@pytest.mark.parametrize("op", ["sum", "mean", "amax", "amin"])
+def test_reduce_dims_fp32(op, dims, keepdim):
+    x = make(torch.float32, SHAPE)
+    if dims is None:
+        fn = {"sum": torch.sum, "mean": torch.mean, "amax": torch.amax, "amin": torch.amin}[op]
+        check(lambda a: fn(a), x)
+    else:
+        check(lambda a: getattr(torch, op)(a, dims, keepdim=keepdim), x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("op", ["sum", "mean", "amax"])
+def test_reduce_half(op, dtype):
+    """Half sums accumulate in float32 and round once, as eager."""
+    check(lambda a: getattr(torch, op)(a, -1), make(dtype, SHAPE))
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.bool], ids=str)
+def test_sum_integer_and_bool_give_int64(dtype):
+    check(lambda a: (a.sum(-1), a.sum()), make(dtype, SHAPE))
+
+
+def test_amax_int64():
+    check(lambda a: (a.amax(1), a.amin(0)), make(torch.int64, SHAPE))
+
+
+def test_sum_with_dtype_and_prod():
+    x = make(torch.float32, SHAPE, low=0.5, high=1.5)
+    check(lambda a: (a.sum(-1, dtype=torch.float64), a.prod(-1)), x, rtol=1e-5, atol=1e-5)
+
+
+def test_argmax_argmin_max_dim():
+    x = make(torch.float32, SHAPE)
+    check(lambda a: (a.argmax(-1), a.argmin(1), a.argmax(), a.max(-1), a.min(0, keepdim=True)), x)
+
+
+def test_any_all():
+    x = make(torch.float32, SHAPE)
+    check(lambda a: ((a > 2.5).any(-1), (a > -2.9).all(1), (a > 2.9).any()), x)
+
+
+def test_var_std():
+    x = make(torch.float32, SHAPE)
+    check(lambda a: (a.var(-1), a.var(0, unbiased=False, keepdim=True), a.std(1), torch.var_mean(a, -1)), x)
+
+
+def test_reduction_of_composed_pointwise_and_broadcast():
+    """The reduction body inlines the pointwise producer (exp(x) * y with y broadcast)."""
+    x = make(torch.float32, SHAPE, seed=1)
+    y = make(torch.float32, (33,), seed=2)
+    m = check(lambda a, b: (a.exp() * b).sum(-1), x, y)
+    assert m.kernels_generated == 1
+
+
+def test_softmax_and_log_softmax():
+    x = make(torch.float32, SHAPE)
+    check(lambda a: (a.softmax(-1), torch.log_softmax(a, 1), a.logsumexp(-1)), x)
+
+
+def test_reduce_size_zero_dim():
+    check(lambda a: (a.sum(-1), a.sum(0)), torch.ones(4, 0))

@@ -1,0 +1,12 @@
+"""stax.gpu: Triton code generation for Stax schedules, with a launch wrapper over torch tensors.
+
+Public API: `compile_schedule(schedule, *, extern_kernels=None, config=None) -> CompiledModule`
+and `GpuConfig`. Set TRITON_INTERPRET=1 before importing to run kernels on CPU tensors.
+"""
+
+from .config import GpuConfig
+from .compile import compile_schedule
+
+__version__ = "0.1.0"
+
+__all__ = ["GpuConfig", "compile_schedule"]

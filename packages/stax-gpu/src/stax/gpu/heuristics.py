@@ -1,0 +1,109 @@
+"""Launch configurations: block sizes and num_warps per kernel form, best guess first.
+
+The first candidate is the heuristic choice (used as is under the interpreter, or
+when autotuning is off); the rest form the small set the autotuner races on a real
+GPU. The set is bounded (config.max_autotune_configs per variant) so compile time
+stays bounded. Under the interpreter every program instance costs milliseconds, so
+blocks there are as large as the caps allow and the grid stays tiny.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .config import GpuConfig
+from .kernels import LOOPED, PERSISTENT, TILED, KernelSource, next_pow2
+from .plan import KernelPlan
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    variant: str
+    blocks: tuple  # ((name, value), ...)
+    num_warps: int = 4
+    num_stages: int = 1
+
+    def kwargs(self) -> dict:
+        return dict(self.blocks)
+
+    def key(self) -> str:
+        b = ",".join(f"{k}={v}" for k, v in self.blocks)
+        return f"{self.variant}:{b},num_warps={self.num_warps},num_stages={self.num_stages}"
+
+    def __str__(self) -> str:
+        return self.key()
+
+
+def _cap(v: int, cap: int | None) -> int:
+    return min(v, cap) if cap else v
+
+
+def _dedupe(cands: list[LaunchConfig], limit: int) -> list[LaunchConfig]:
+    out, seen = [], set()
+    for c in cands:
+        if c.key() not in seen:
+            seen.add(c.key())
+            out.append(c)
+    return out[:limit]
+
+
+def candidates(plan: KernelPlan, ks: KernelSource, config: GpuConfig) -> list[LaunchConfig]:
+    """Launch configs for one kernel variant, heuristic choice first."""
+    xcap = config.xblock_cap
+    xn = max(plan.xnumel, 1)
+    if ks.variant == PERSISTENT:
+        raw = _persistent(plan, ks.r0_block, xn, config)
+        fix = lambda x: _cap(min(x, next_pow2(xn)), xcap)  # noqa: E731
+        cands = [LaunchConfig(ks.variant, (("XBLOCK", fix(x)),), w) for x, w in raw]
+    elif ks.variant == LOOPED:
+        rcap = config.r0_block_cap
+        rn = next_pow2(max(plan.rnumel, 1))
+        cands = [
+            LaunchConfig(ks.variant, (("XBLOCK", _cap(min(x, next_pow2(xn)), xcap)), ("R0_BLOCK", _cap(min(r, rn), rcap))), w)
+            for x, r, w in _looped(plan, config)
+        ]
+    elif ks.variant == TILED:
+        yn = max(plan.ynumel, 1)
+        cands = [
+            LaunchConfig(ks.variant, (("YBLOCK", _cap(min(y, next_pow2(yn)), xcap)), ("XBLOCK", _cap(min(x, next_pow2(xn)), xcap))), w)
+            for y, x, w in ([(64, 64, 4)] if config.interpret else [(64, 64, 4), (32, 128, 4), (128, 32, 4), (64, 128, 8)])
+        ]
+    else:
+        sizes = [(4096, 8)] if config.interpret else [(1024, 4), (2048, 8), (512, 4), (4096, 8)]
+        cands = []
+        for x, w in sizes:
+            x = _cap(min(x, next_pow2(xn)), xcap)
+            cands.append(LaunchConfig(ks.variant, (("XBLOCK", x),), max(1, min(w, x // 128))))
+    return _dedupe(cands, 1 if config.interpret and not config.autotune else config.max_autotune_configs)
+
+
+def _persistent(plan: KernelPlan, r: int, xn: int, config: GpuConfig) -> list[tuple[int, int]]:
+    """(XBLOCK, num_warps) for a row of r (padded) elements held whole."""
+    if config.interpret:
+        return [(max(1, 4096 // r), 4), (max(1, 1024 // r), 2)]
+    if plan.outer:
+        return [(max(1, 4096 // r), 8), (max(1, 2048 // r), 4), (max(1, 8192 // r), 8)]
+    if r >= 2048:
+        return [(1, 8), (1, 16), (1, 4), (2, 16)]
+    if r >= 512:
+        return [(max(1, 2048 // r), 8), (1, 4), (max(1, 4096 // r), 8), (1, 8)]
+    return [(max(1, 2048 // r), 4), (max(1, 4096 // r), 8), (max(1, 1024 // r), 4), (max(1, 8192 // r), 8)]
+
+
+def _looped(plan: KernelPlan, config: GpuConfig) -> list[tuple[int, int, int]]:
+    """(XBLOCK, R0_BLOCK, num_warps) for a row walked in R0_BLOCK steps."""
+    if config.interpret:
+        return [(8, 64, 4)]
+    if plan.outer:
+        return [(64, 16, 4), (128, 8, 4), (32, 32, 4), (64, 32, 8)]
+    return [(1, 2048, 8), (1, 1024, 4), (1, 4096, 16), (2, 1024, 8)]
+
+
+def grid(ks: KernelSource, cfg: LaunchConfig) -> tuple:
+    """Program-instance grid: axis 0 walks x blocks (2^31 limit), axis 1 y blocks."""
+    numels = dict(ks.numels)
+    b = cfg.kwargs()
+    gx = -(-numels["xnumel"] // b["XBLOCK"])
+    if "ynumel" in numels:
+        return (gx, -(-numels["ynumel"] // b["YBLOCK"]))
+    return (gx,)

@@ -1,0 +1,264 @@
+"""KernelPlan -> Triton kernel source, in one of four forms.
+
+  triton_poi_fused_K  pointwise, 1-D blocks of XBLOCK elements
+  triton_poi_fused_K  pointwise, 2-D [YBLOCK, XBLOCK] tiles (transposes)
+  triton_per_fused_K  persistent reduction: a whole row in one R0_BLOCK (Listing 7.2)
+  triton_red_fused_K  looped reduction: an R0_BLOCK loop with per-lane accumulators
+
+Nodes run in schedule order inside one program instance; each node's result is
+kept in registers for later nodes and stored only if the plan says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stax.ir import Reduction, Scan, reduction_def
+
+from .config import GpuConfig
+from .emit import Emitter, ErrorTable, Scope
+from .plan import REDUCTION, SCAN, TILED_FORM, X, XR, KernelPlan
+from .reductions import LoopAccumulators, persistent_reduction, persistent_scan
+from .triton_ops import compute_triton_dtype, literal
+
+PERSISTENT, LOOPED, POINTWISE, TILED = "persistent", "looped", "pointwise", "tiled"
+
+
+@dataclass(frozen=True)
+class KernelSource:
+    """One generated @triton.jit function and how to launch it."""
+
+    name: str
+    variant: str
+    src: str
+    args: tuple  # buffer names bound to the pointer parameters, in order
+    uses_err: bool
+    numels: tuple  # (name, value) of the size parameters, in order
+    blocks: tuple  # tunable constexpr block names, in order
+    r0_block: int | None = None  # fixed R0_BLOCK of a persistent reduction
+
+
+def next_pow2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def _render(scope_lines: list, indent: str) -> list[str]:
+    out = []
+    for item in scope_lines:
+        if isinstance(item, Scope):
+            out += [indent + ln for ln in item.pre]
+            out.append(indent + "for r0_offset in range(0, r0_numel, R0_BLOCK):")
+            out += _render(item.lines, indent + "    ")
+        else:
+            out.append(indent + item)
+    return out
+
+
+def _signature(name: str, em: Emitter, numels: tuple, blocks: tuple) -> str:
+    params = [em.args[b] for b in em.args] + (["err_ptr"] if em.uses_err else [])
+    params += [n for n, _ in numels] + [f"{b}: tl.constexpr" for b in blocks]
+    return f"@triton.jit\ndef {name}({', '.join(params)}):"
+
+
+def _axis_defs(plan: KernelPlan, axis: str) -> list[str]:
+    return [f"{v.name} = {v.definition()}" for v in plan.axis_vars if v.axis == axis]
+
+
+def _offset(axis: str, pid: int, block: str, int64: bool) -> str:
+    pid_s = f"tl.program_id({pid})" + (".to(tl.int64)" if int64 else "")
+    return f"{axis}offset = {pid_s} * {block}"
+
+
+def write_pointwise(plan: KernelPlan, config: GpuConfig, errors: ErrorTable, name: str) -> KernelSource:
+    tiled = plan.form == TILED_FORM
+    em = Emitter(plan, config, errors, {"x": "xmask", "y": "ymask"}, "[1, 1]" if tiled else "[1]")
+    for p in plan.nodes:
+        v = em.value(p.node.body.value, p)
+        em.scope.produced[p.node.name] = em.rounded(v, p.node.layout.dtype)
+        if p.node.name in plan.stores:
+            em.store(p, v)
+    int64 = plan.index_dtype == "int64"
+    head = []
+    if tiled:
+        numels, blocks = (("ynumel", plan.ynumel), ("xnumel", plan.xnumel)), ("YBLOCK", "XBLOCK")
+        head += [_offset("y", 1, "YBLOCK", int64), "yindex = yoffset + tl.arange(0, YBLOCK)[:, None]", "ymask = yindex < ynumel"]
+        head += [_offset("x", 0, "XBLOCK", int64), "xindex = xoffset + tl.arange(0, XBLOCK)[None, :]", "xmask = xindex < xnumel"]
+        head += _axis_defs(plan, "y")
+    else:
+        numels, blocks = (("xnumel", plan.xnumel),), ("XBLOCK",)
+        head += [_offset("x", 0, "XBLOCK", int64), "xindex = xoffset + tl.arange(0, XBLOCK)[:]", "xmask = xindex < xnumel"]
+    head += _axis_defs(plan, "x")
+    body = _render(em.top.lines, "    ")
+    src = "\n".join([_signature(name, em, numels, blocks)] + ["    " + h for h in head] + body) + "\n"
+    return KernelSource(name, TILED if tiled else POINTWISE, src, tuple(em.args), em.uses_err, numels, blocks)
+
+
+def write_reduction(plan: KernelPlan, config: GpuConfig, errors: ErrorTable, name: str, looped: bool) -> KernelSource:
+    rn = plan.rnumel
+    r0_block = None if looped else next_pow2(max(rn, 1))
+    needs_rmask = looped or r0_block != rn
+    em = Emitter(plan, config, errors, {"x": "xmask", "r": "r0_mask" if needs_rmask else None}, "[1, 1]")
+    if looped:
+        _looped_body(plan, em)
+    else:
+        _persistent_body(plan, em)
+    int64 = plan.index_dtype == "int64"
+    cast64 = ".to(tl.int64)" if int64 else ""
+    head = [_offset("x", 0, "XBLOCK", int64), "xindex = xoffset + tl.arange(0, XBLOCK)[:, None]", "xmask = xindex < xnumel"]
+    rdefs = _axis_defs(plan, "r")
+    if looped:
+        head.append(f"r0_base = tl.arange(0, R0_BLOCK)[None, :]{cast64}")
+        head += _axis_defs(plan, "x")
+        body = []
+        for item in em.top.lines:
+            if isinstance(item, Scope):
+                item.lines[:0] = ["r0_index = r0_offset + r0_base", "r0_mask = r0_index < r0_numel"] + rdefs
+        body = _render(em.top.lines, "    ")
+        blocks = ("XBLOCK", "R0_BLOCK")
+    else:
+        head.insert(0, f"R0_BLOCK: tl.constexpr = {r0_block}")
+        head.append(f"r0_index = tl.arange(0, R0_BLOCK)[None, :]{cast64}")
+        if needs_rmask:
+            head.append("r0_mask = r0_index < r0_numel")
+        head += _axis_defs(plan, "x") + rdefs
+        body = _render(em.top.lines, "    ")
+        blocks = ("XBLOCK",)
+    numels = (("xnumel", plan.xnumel), ("r0_numel", rn))
+    src = "\n".join([_signature(name, em, numels, blocks)] + ["    " + h for h in head] + body) + "\n"
+    return KernelSource(name, LOOPED if looped else PERSISTENT, src, tuple(em.args), em.uses_err, numels, blocks, r0_block)
+
+
+def _finish_node(plan: KernelPlan, em: Emitter, p, v) -> None:
+    em.scope.produced[p.node.name] = em.rounded(v, p.node.layout.dtype)
+    if p.node.name in plan.stores:
+        em.store(p, v)
+
+
+def _empty_reduction(em: Emitter, body: Reduction):
+    """A reduction over zero elements: its empty value, without touching memory."""
+    rdef = reduction_def(body.reduction_type)
+    value = 0 if body.reduction_type in ("argmax", "argmin") else (rdef.empty or rdef.identity)(body.value.dtype)
+    d = body.dtype
+    return em.new(f"tl.full([XBLOCK, 1], {literal(value, d)}, {compute_triton_dtype(d)})", d, frozenset({"x"}))
+
+
+def _persistent_body(plan: KernelPlan, em: Emitter) -> None:
+    for p in plan.nodes:
+        if plan.rnumel == 0 and p.role != X:
+            if p.role == REDUCTION:  # nothing to read; r-level nodes have no elements at all
+                _finish_node(plan, em, p, _empty_reduction(em, p.node.body))
+            continue
+        v = em.value(p.node.body.value, p)
+        if p.role == REDUCTION:
+            v = persistent_reduction(em, p.node.body, v)
+        elif p.role == SCAN:
+            v = persistent_scan(em, p.node.body, v)
+        _finish_node(plan, em, p, v)
+
+
+def segments(plan: KernelPlan) -> list[tuple[str, list]]:
+    """Split the nodes of a looped kernel into r-loops and row-level stretches.
+
+    A node that reads a reduction of the open loop must wait for the loop to end:
+    r-level nodes start a new loop, row-level ('x') nodes go after it. Row-level nodes
+    that need nothing from the open loop run before it.
+    """
+    segs: list[list] = []  # [kind, nodes, reductions-in-loop]
+    open_loop = None
+    for p in plan.nodes:
+        blocked = open_loop is not None and bool(p.reads & open_loop[2])
+        if p.role == X:
+            if blocked:
+                open_loop = None
+                segs.append(["top", [p], set()])
+            elif open_loop is not None:
+                k = segs.index(open_loop)
+                if k > 0 and segs[k - 1][0] == "top":
+                    segs[k - 1][1].append(p)
+                else:
+                    segs.insert(k, ["top", [p], set()])
+            elif segs and segs[-1][0] == "top":
+                segs[-1][1].append(p)
+            else:
+                segs.append(["top", [p], set()])
+            continue
+        if open_loop is None or blocked:
+            open_loop = ["loop", [], set()]
+            segs.append(open_loop)
+        open_loop[1].append(p)
+        if p.role == REDUCTION:  # a scan's value exists per element inside the loop
+            open_loop[2].add(p.node.name)
+    return [(kind, nodes) for kind, nodes, _ in segs]
+
+
+def _looped_body(plan: KernelPlan, em: Emitter) -> None:
+    segs = segments(plan)
+    last_reader: dict[str, int] = {}
+    for k, (kind, nodes) in enumerate(segs):
+        for p in nodes:
+            for b in _transitive_reads(plan, p):
+                last_reader[b] = k
+    for k, (kind, nodes) in enumerate(segs):
+        # a buffer read again by a later loop should stay in L2: evict_last until its last reader
+        em.evict_last = {b for b, last in last_reader.items() if last > k}
+        if kind == "top":
+            for p in nodes:
+                _finish_node(plan, em, p, em.value(p.node.body.value, p))
+            continue
+        loop = em.open_loop()
+        em.top.lines.append(loop)
+        acc = LoopAccumulators(em)
+        for p in nodes:
+            v = em.value(p.node.body.value, p)
+            if isinstance(p.node.body, Reduction):
+                acc.reduction(p, p.node.body, v)
+            elif isinstance(p.node.body, Scan):
+                _finish_node(plan, em, p, acc.scan(p, p.node.body, v))
+            else:
+                _finish_node(plan, em, p, v)
+        em.close_loop()
+        for p, r in acc.finish():
+            _finish_node(plan, em, p, r)
+
+
+def _transitive_reads(plan: KernelPlan, p) -> set:
+    """Buffers loaded from memory when p's value is computed (recomputed producers included)."""
+    out, todo = set(), [p]
+    while todo:
+        q = todo.pop()
+        for b in q.reads:
+            prod = plan.producer(b)
+            if prod is None:
+                out.add(b)
+            elif prod.role == XR:
+                todo.append(prod)
+    return out
+
+
+def write_kernel(plan: KernelPlan, config: GpuConfig, errors: ErrorTable, variant: str) -> KernelSource:
+    """Generate one variant of a planned kernel."""
+    k = plan.index
+    if variant in (POINTWISE, TILED):
+        return write_pointwise(plan, config, errors, f"triton_poi_fused_{k}")
+    if variant == PERSISTENT:
+        return write_reduction(plan, config, errors, f"triton_per_fused_{k}", looped=False)
+    if variant == LOOPED:
+        return write_reduction(plan, config, errors, f"triton_red_fused_{k}", looped=True)
+    raise ValueError(f"unknown kernel variant {variant!r}")
+
+
+def variants(plan: KernelPlan, config: GpuConfig) -> list[str]:
+    """Which forms to generate: persistent when the row fits, looped otherwise, both
+    (raced by the autotuner) in between."""
+    if plan.form != "reduction":
+        return [TILED if plan.form == TILED_FORM else POINTWISE]
+    r = next_pow2(max(plan.rnumel, 1))
+    limit = config.persistent_reduction_max if not plan.outer else min(config.persistent_reduction_max, 1024)
+    if r > limit:
+        return [LOOPED]
+    if config.autotune and r > config.dual_variant_min:
+        return [PERSISTENT, LOOPED]
+    return [PERSISTENT]
+
+
+__all__ = ["KernelSource", "write_kernel", "variants", "XR", "next_pow2"]

@@ -1,0 +1,373 @@
+"""Schedule -> KernelPlans: what each Triton kernel computes, on which axes, what it stores.
+
+On a GPU a kernel is a grid of program instances over a flat `xindex` (rows, or
+elements for pointwise kernels), each walking a flat `r0_index` (the reduction or
+scan axis). A node of a kernel plays one role: a reduction or a scan over (n, r), a
+pointwise node over n*r elements that runs inside the r loop ('xr'), or a pointwise
+node over n elements that runs once per row ('x') — element-count compatibility as
+in Def 7.2. Each node's loop variables become digits of xindex / r0_index (after
+merging dimensions every access walks contiguously), shared by all nodes when their
+loop structures agree, so equal accesses print equally and CSE across nodes works.
+A buffer is stored only if it is a graph output or read outside its kernel; inside
+the kernel its value stays in registers (GPU materialization, Example 7.2).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import sympy
+
+from stax.ir import ComputedBuffer, ExternKernel, IndexValue, Load, Reduction, Scan, walk
+from stax.ir.index import as_int, pointwise_vars, reduction_vars
+from stax.ir.simplify import coalesce_loops, simplify_index
+from stax.ir.value_ranges import index_fits_int32
+from stax.sched.schedule import EXTERN
+
+from .config import GpuConfig
+
+log = logging.getLogger("stax.gpu")
+
+REDUCTION, SCAN, XR, X = "reduction", "scan", "xr", "x"
+POINTWISE_FORM, TILED_FORM, REDUCTION_FORM, EXTERN_FORM = "pointwise", "pointwise2d", "reduction", "extern"
+INT32_LIMIT = 2**31 - 1 - 2**16  # room for one block past the end of the last row
+
+
+@dataclass(frozen=True)
+class AxisVar:
+    """A digit of a flat program index: (base // divisor) % modulus (no modulus: outermost)."""
+
+    name: str
+    base: str  # 'xindex', 'yindex' or 'r0_index'
+    divisor: int
+    modulus: int | None
+    size: int
+
+    @property
+    def symbol(self) -> sympy.Symbol:
+        return sympy.Symbol(self.name, integer=True, nonnegative=True)
+
+    @property
+    def axis(self) -> str:
+        return self.base[0]
+
+    def definition(self) -> str:
+        e = self.base if self.divisor == 1 else f"{self.base} // {self.divisor}"
+        if self.modulus is None:
+            return e
+        return f"({e}) % {self.modulus}" if self.divisor != 1 else f"{e} % {self.modulus}"
+
+
+@dataclass
+class NodePlan:
+    node: ComputedBuffer
+    role: str
+    subs: dict  # node loop variable -> expression over AxisVar symbols
+    reads: frozenset  # buffers the body loads
+
+
+@dataclass
+class KernelPlan:
+    index: int
+    name: str  # schedule kernel name
+    form: str
+    nodes: list = field(default_factory=list)
+    xnumel: int = 1
+    ynumel: int = 1
+    rnumel: int = 1
+    axis_vars: list = field(default_factory=list)
+    stores: tuple = ()  # buffers written to memory, node order
+    loads: tuple = ()  # buffers read from memory (graph inputs or other kernels' outputs)
+    index_dtype: str = "int32"
+    outer: bool = False  # reduction walks memory with stride 1 along x rather than r
+    extern: ExternKernel | None = None
+
+    @property
+    def ranges(self) -> dict:
+        return {v.symbol: v.size for v in self.axis_vars}
+
+    def producer(self, buffer: str) -> NodePlan | None:
+        for p in self.nodes:
+            if p.node.name == buffer:
+                return p
+        return None
+
+    def simplify(self, expr) -> sympy.Expr:
+        return simplify_index(expr, self.ranges)
+
+
+def _prod(xs) -> int:
+    out = 1
+    for x in xs:
+        out *= int(x)
+    return out
+
+
+def node_index_exprs(node: ComputedBuffer) -> list:
+    """Every index the body evaluates (loads, masks, iota) plus the write index."""
+    out = []
+    for n in walk(node.body.value):
+        if isinstance(n, (Load, IndexValue)):
+            out.append(n.index)
+    out.append(node.layout.index(pointwise_vars(len(node.layout.sizes))))
+    return out
+
+
+def _dims(node: ComputedBuffer, role: str, n: int, r: int) -> tuple[list, list]:
+    """(x dims, r dims) as lists of (loop var, size), outer first, size-1 dims included."""
+    body = node.body
+    pv = list(zip(pointwise_vars(len(body.ranges)), (as_int(s) for s in body.ranges)))
+    if isinstance(body, Reduction):
+        rv = list(zip(reduction_vars(len(body.reduction_ranges)), (as_int(s) for s in body.reduction_ranges)))
+        return pv, rv
+    if isinstance(body, Scan):
+        return [d for k, d in enumerate(pv) if k != body.axis], [pv[body.axis]]
+    if role == X:
+        return pv, []
+    for k in range(len(pv) + 1):
+        if _prod(s for _, s in pv[:k]) == n and _prod(s for _, s in pv[k:]) == r:
+            return pv[:k], pv[k:]
+    raise NotImplementedError(
+        f"stax-gpu: pointwise node {node.name} over {[s for _, s in pv]} cannot be split into "
+        f"{n} rows of {r} elements to share a kernel with a reduction (Def 7.2)"
+    )
+
+
+def _numels(node: ComputedBuffer) -> tuple[int, int | None]:
+    body = node.body
+    if isinstance(body, Reduction):
+        return _prod(body.ranges), _prod(body.reduction_ranges)
+    if isinstance(body, Scan):
+        sizes = [as_int(s) for s in body.ranges]
+        return _prod(s for k, s in enumerate(sizes) if k != body.axis), sizes[body.axis]
+    return _prod(body.ranges), None
+
+
+class _AxisTable:
+    """Allocates AxisVars (x0, x1, r0_2, ...) once per distinct digit of a flat index."""
+
+    def __init__(self):
+        self.vars: list[AxisVar] = []
+        self.by_key: dict = {}
+
+    def digits(self, base: str, sizes: list[int]) -> list[sympy.Symbol]:
+        out = []
+        for j, s in enumerate(sizes):
+            divisor = _prod(sizes[j + 1 :])
+            modulus = None if j == 0 else s
+            key = (base, divisor, modulus)
+            if key not in self.by_key:
+                prefix = {"xindex": "x", "yindex": "y", "r0_index": "r0_"}[base]
+                v = AxisVar(f"{prefix}{len(self.vars)}", base, divisor, modulus, s)
+                self.by_key[key] = v
+                self.vars.append(v)
+            out.append(self.by_key[key].symbol)
+        return out
+
+
+def _coalesce(dims: list, exprs: list, prefix: str):
+    """Merge contiguous neighbours (size-1 dims dropped): (sizes, reindex old var -> new var expr)."""
+    if not dims:
+        return [], {}, exprs, []
+    merge = coalesce_loops([s for _, s in dims], exprs, [v for v, _ in dims], new_prefix=prefix)
+    return list(merge.sizes), dict(merge.reindex), list(merge.exprs), list(merge.vars)
+
+
+def _contiguous_dim(expr, new_vars) -> int | None:
+    """Position of the dimension an affine access walks with stride 1, if any."""
+    for k, v in enumerate(new_vars):
+        if sympy.expand(expr).coeff(v) == 1:
+            return k
+    return None
+
+
+def plan_kernel(schedule, k: int, config: GpuConfig) -> KernelPlan:
+    kernel = schedule.kernels[k]
+    graph = schedule.graph
+    if kernel.kind == EXTERN:
+        (name,) = kernel.nodes
+        return KernelPlan(k, kernel.name, EXTERN_FORM, extern=graph.node(name))
+    nodes = [graph.node(nm) for nm in kernel.nodes]
+    for nd in nodes:
+        if not isinstance(nd, ComputedBuffer):
+            raise TypeError(f"stax-gpu: kernel {kernel.name} mixes an extern node {nd.name} with computed nodes")
+    numels = [_numels(nd) for nd in nodes]
+    shaped = [(n, r) for n, r in numels if r is not None]
+    if shaped:
+        n, r = shaped[0]
+        if any(s != (n, r) for s in shaped):
+            raise NotImplementedError(f"stax-gpu: kernel {kernel.name} fuses reductions/scans of different shapes {shaped}")
+    else:
+        n, r = numels[0][0], 1
+    roles = []
+    for nd, (nn, rr) in zip(nodes, numels):
+        if rr is not None:
+            roles.append(SCAN if isinstance(nd.body, Scan) else REDUCTION)
+        elif shaped and nn == n * r and r != 1:
+            roles.append(XR)
+        elif nn == n:
+            roles.append(X)
+        else:
+            raise NotImplementedError(
+                f"stax-gpu: kernel {kernel.name}: node {nd.name} has {nn} elements, incompatible with ({n}, {r})"
+            )
+    form = REDUCTION_FORM if shaped else POINTWISE_FORM
+    plan = KernelPlan(k, kernel.name, form, xnumel=n, rnumel=r if shaped else 1)
+    dims = [_dims(nd, role, n, r) for nd, role in zip(nodes, roles)]
+    _assign_axes(plan, nodes, roles, dims, config)
+    return plan
+
+
+def _assign_axes(plan: KernelPlan, nodes, roles, dims, config: GpuConfig) -> None:
+    table = _AxisTable()
+    sig = {(tuple(s for _, s in xd if s != 1), tuple(s for _, s in rd if s != 1)) for xd, rd in dims}
+    xsigs = {a for a, _ in sig}
+    rsigs = {b for _, b in sig if b}
+    joint = len(xsigs) == 1 and len(rsigs) <= 1
+    subs_list = []
+    if joint:
+        # Rename every node's dims to shared symbols, then merge on the union of accesses.
+        X = [sympy.Symbol(f"_X{j}", integer=True, nonnegative=True) for j in range(len(next(iter(xsigs))))]
+        R = [sympy.Symbol(f"_R{j}", integer=True, nonnegative=True) for j in range(len(next(iter(rsigs), ())))]
+        renames, all_exprs = [], []
+        for nd, (xd, rd) in zip(nodes, dims):
+            ren = _rename([v for v, s in xd], [s for v, s in xd], X)
+            ren.update(_rename([v for v, s in rd], [s for v, s in rd], R))
+            renames.append(ren)
+            all_exprs += [e.xreplace(ren) for e in node_index_exprs(nd)]
+        xsizes = list(next(iter(xsigs)))
+        rsizes = list(next(iter(rsigs), ()))
+        xs, xre, exprs, xvars = _coalesce(list(zip(X, xsizes)), all_exprs, "c") if X else ([], {}, all_exprs, [])
+        rs, rre, exprs, rvars = _coalesce(list(zip(R, rsizes)), exprs, "d") if R else ([], {}, exprs, [])
+        split = _tile_split(plan, xvars, exprs, xs, config)
+        axis_map = {}
+        if split is not None:
+            axis_map.update(zip(xvars[:split], table.digits("yindex", xs[:split])))
+            axis_map.update(zip(xvars[split:], table.digits("xindex", xs[split:])))
+            plan.form = TILED_FORM
+            plan.ynumel, plan.xnumel = _prod(xs[:split]), _prod(xs[split:])
+        else:
+            axis_map.update(zip(xvars, table.digits("xindex", xs)))
+        axis_map.update(zip(rvars, table.digits("r0_index", rs)))
+        for ren in renames:
+            subs_list.append({v: e.xreplace(xre).xreplace(rre).xreplace(axis_map) for v, e in ren.items()})
+    else:
+        for nd, (xd, rd) in zip(nodes, dims):
+            exprs = node_index_exprs(nd)
+            xs, xre, exprs, xvars = _coalesce(xd, exprs, "c") if xd else ([], {}, exprs, [])
+            rs, rre, exprs, rvars = _coalesce(rd, exprs, "d") if rd else ([], {}, exprs, [])
+            axis_map = dict(zip(xvars, table.digits("xindex", xs)))
+            axis_map.update(zip(rvars, table.digits("r0_index", rs)))
+            subs = {v: sympy.Integer(0) for v, s in xd + rd if s == 1}
+            subs.update({v: e.xreplace(axis_map) for v, e in {**xre, **rre}.items()})
+            subs_list.append(subs)
+    plan.axis_vars = table.vars
+    for nd, role, subs in zip(nodes, roles, subs_list):
+        reads = frozenset(ld.buffer for ld in walk(nd.body.value) if isinstance(ld, Load))
+        plan.nodes.append(NodePlan(nd, role, subs, reads))
+    plan.index_dtype = _index_dtype(plan, config)
+    plan.outer = _is_outer(plan)
+
+
+def _rename(vars_, sizes, targets) -> dict:
+    """Map the size>1 vars of one node onto shared symbols; size-1 vars become 0."""
+    out, j = {}, 0
+    for v, s in zip(vars_, sizes):
+        if s == 1:
+            out[v] = sympy.Integer(0)
+        else:
+            out[v] = targets[j]
+            j += 1
+    return out
+
+
+def _tile_split(plan: KernelPlan, xvars, exprs, xs, config: GpuConfig) -> int | None:
+    """For pointwise kernels whose accesses disagree on the contiguous dimension
+    (a transpose), split the dims into (y | x) so both sides get coalesced tiles."""
+    if plan.form != POINTWISE_FORM or not config.tile_2d or len(xvars) < 2:
+        return None
+    contig = {_contiguous_dim(e, xvars) for e in exprs}
+    inner = {c for c in contig if c is not None and c != len(xvars) - 1}
+    if not inner or (len(xvars) - 1) not in contig:
+        return None
+    split = max(inner) + 1
+    ynumel = _prod(xs[:split])
+    if ynumel < 16 or _prod(xs[split:]) < 16 or ynumel > 65535 * 16:
+        return None
+    return split
+
+
+def _index_dtype(plan: KernelPlan, config: GpuConfig) -> str:
+    if config.index_dtype != "auto":
+        return config.index_dtype
+    if plan.xnumel * plan.ynumel * max(plan.rnumel, 1) > INT32_LIMIT or plan.xnumel > INT32_LIMIT:
+        return "int64"
+    ranges = plan.ranges
+    for p in plan.nodes:
+        if p.node.layout.storage_size() > INT32_LIMIT:
+            return "int64"
+        for n in walk(p.node.body.value):
+            if not isinstance(n, (Load, IndexValue)):
+                continue
+            local = dict(ranges)
+            if isinstance(n, Load):
+                local.update({s: as_int(b) for s, _, b in n.indirect})
+            if not index_fits_int32(plan.simplify(n.index.xreplace(p.subs)), local):
+                return "int64"
+        write = p.node.layout.index(pointwise_vars(len(p.node.layout.sizes)))
+        if not index_fits_int32(plan.simplify(write.xreplace(p.subs)), ranges):
+            return "int64"
+    return "int32"
+
+
+def _is_outer(plan: KernelPlan) -> bool:
+    """True when the reduction's loads are contiguous along x rather than r (column sums)."""
+    if plan.form != REDUCTION_FORM:
+        return False
+    xs = [v.symbol for v in plan.axis_vars if v.axis == "x"]
+    rs = [v.symbol for v in plan.axis_vars if v.axis == "r"]
+    votes_x = votes_r = 0
+    for p in plan.nodes:
+        if p.role not in (REDUCTION, SCAN):
+            continue
+        for ld in walk(p.node.body.value):
+            if isinstance(ld, Load):
+                e = sympy.expand(plan.simplify(ld.index.xreplace(p.subs)))
+                votes_x += any(e.coeff(s) == 1 for s in xs)
+                votes_r += any(e.coeff(s) == 1 for s in rs)
+    return votes_x > votes_r
+
+
+def plan_kernels(schedule, config: GpuConfig) -> list[KernelPlan]:
+    """Plan every kernel, then decide which buffers each kernel must store."""
+    plans = [plan_kernel(schedule, k, config) for k in range(len(schedule.kernels))]
+    readers: dict[str, set[int]] = {}
+    for plan in plans:
+        if plan.form == EXTERN_FORM:
+            for b in plan.extern.inputs:
+                readers.setdefault(b, set()).add(plan.index)
+            continue
+        for p in plan.nodes:
+            for b in p.reads:
+                readers.setdefault(b, set()).add(plan.index)
+    outputs = set(schedule.graph.outputs)
+    for plan in plans:
+        if plan.form == EXTERN_FORM:
+            continue
+        own = {p.node.name for p in plan.nodes}
+        plan.stores = tuple(
+            p.node.name for p in plan.nodes if p.node.name in outputs or readers.get(p.node.name, set()) - {plan.index}
+        )
+        loads = []
+        for p in plan.nodes:
+            for ld in walk(p.node.body.value):
+                if isinstance(ld, Load) and ld.buffer not in own and ld.buffer not in loads:
+                    loads.append(ld.buffer)
+        plan.loads = tuple(loads)
+        kept = own - set(plan.stores)
+        if kept:
+            log.debug("%s keeps %s in registers", plan.name, ", ".join(sorted(kept)))
+    return plans
+
+

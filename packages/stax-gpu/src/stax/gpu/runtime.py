@@ -1,0 +1,122 @@
+"""What generated wrappers call at run time: guards, allocation, launches, error flags.
+
+`KernelLauncher` owns one planned kernel's variants and candidate configs; its first
+call asks the autotuner for a (variant, config) pair and every call launches it.
+Benchmarking re-runs the kernel, which is harmless because kernels are pure
+functions of their inputs, except when an output shares storage with an input
+(in-place reuse): then the candidates run on a copy of the outputs.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+
+from .heuristics import LaunchConfig, grid
+
+log = logging.getLogger("stax.gpu")
+
+TORCH_DTYPES = {
+    "bool": torch.bool,
+    "uint8": torch.uint8,
+    "int8": torch.int8,
+    "int16": torch.int16,
+    "int32": torch.int32,
+    "int64": torch.int64,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float32": torch.float32,
+    "float64": torch.float64,
+}
+
+
+def check_inputs(tensors, names, sizes, strides, dtypes, device) -> None:
+    """The layout guard of Listing 8.1: kernels index with compile-time strides."""
+    for t, name, size, stride, dtype in zip(tensors, names, sizes, strides, dtypes):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"stax-gpu: input {name}: expected a torch.Tensor, got {type(t).__name__}")
+        if tuple(t.shape) != size:
+            raise AssertionError(f"stax-gpu: input {name}: expected size {size}, got {tuple(t.shape)}")
+        actual = t.stride()
+        if t.numel() > 1 and any(s != 1 and a != e for s, a, e in zip(size, actual, stride)):
+            raise AssertionError(f"stax-gpu: input {name}: expected stride {stride}, got {tuple(actual)}")
+        if t.dtype != dtype:
+            raise AssertionError(f"stax-gpu: input {name}: expected dtype {dtype}, got {t.dtype}")
+        if t.device.type != device.type:
+            raise AssertionError(f"stax-gpu: input {name}: expected device {device.type}, got {t.device}")
+
+
+def empty_strided(sizes, strides, dtype, device) -> torch.Tensor:
+    return torch.empty_strided(sizes, strides, dtype=dtype, device=device)
+
+
+def reinterpret(t: torch.Tensor, sizes, strides) -> torch.Tensor:
+    """Reuse t's storage with another shape and strides (§7.5: no copy)."""
+    return torch.as_strided(t, sizes, strides, 0)
+
+
+def new_error_flag(device) -> torch.Tensor:
+    return torch.zeros((1,), dtype=torch.int32, device=device)
+
+
+_EXCEPTIONS = {"IndexError": IndexError, "ZeroDivisionError": ZeroDivisionError, "ValueError": ValueError}
+
+
+def check_errors(flag: torch.Tensor, table) -> None:
+    """Raise what a kernel flagged (one sync, only in modules that have checks)."""
+    code = int(flag.item())
+    if code:
+        exc, message = table[code - 1]
+        raise _EXCEPTIONS.get(exc, RuntimeError)(f"stax-gpu: {message}")
+
+
+def extern_call(fn, inputs, constants, sizes, strides, dtype, device) -> torch.Tensor:
+    """Call a library kernel and hand back its result in the layout the graph expects."""
+    out = fn(*inputs, **constants)
+    if not isinstance(out, torch.Tensor):
+        out = torch.as_tensor(out, device=device)
+    if tuple(out.shape) != tuple(sizes):
+        raise AssertionError(f"stax-gpu: extern kernel returned size {tuple(out.shape)}, expected {tuple(sizes)}")
+    if out.dtype == dtype and (out.numel() <= 1 or all(s == 1 or a == e for s, a, e in zip(sizes, out.stride(), strides))):
+        return out
+    fixed = torch.empty_strided(sizes, strides, dtype=dtype, device=out.device)
+    fixed.copy_(out)
+    return fixed
+
+
+class KernelLauncher:
+    """Launches one kernel: variants {name: (KernelSource, jit fn)}, candidates in order."""
+
+    def __init__(self, name: str, variants: dict, candidates: list[LaunchConfig], autotuner, key: str, n_in: int, n_out: int):
+        self.name = name
+        self.variants = variants
+        self.candidates = candidates
+        self.autotuner = autotuner
+        self.key = key
+        self.n_in = n_in  # pointer arguments the kernel only reads
+        self.n_out = n_out  # pointer arguments it writes (they follow the inputs)
+        self.choice: LaunchConfig | None = None
+
+    def launch(self, cfg: LaunchConfig, args) -> None:
+        ks, fn = self.variants[cfg.variant]
+        g = grid(ks, cfg)
+        if 0 in g:
+            return
+        fn[g](*args, *(v for _, v in ks.numels), **cfg.kwargs(), num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+
+    def __call__(self, *args) -> None:
+        if self.choice is None:
+            trial = self._trial_args(args)
+            self.choice = self.autotuner.select(self.key, self.candidates, lambda c: self.launch(c, trial))
+            log.info("%s: %s", self.name, self.choice.key())
+        self.launch(self.choice, args)
+
+    def _trial_args(self, args):
+        """Arguments for benchmark runs: outputs copied if they alias an input."""
+        n_in, n_out = self.n_in, self.n_out
+        ins = {a.untyped_storage().data_ptr() for a in args[:n_in]}
+        outs = range(n_in, n_in + n_out)
+        if not any(args[k].untyped_storage().data_ptr() in ins for k in outs):
+            return args
+        return tuple(a.clone() if k in outs else a for k, a in enumerate(args))

@@ -1,0 +1,147 @@
+"""The wrapper function `call(args)` (Listing 8.1 on the GPU): guards, the memory plan,
+kernel launches in schedule order, frees, the error-flag check, the outputs.
+
+Memory events are followed as planned (alloc / reuse / free, §7.5), with two GPU
+twists: a buffer that lives only in a kernel's registers is never allocated (its
+alloc becomes a comment), and an extern kernel allocates its own result. A reuse
+reinterprets the dead buffer's storage: `buf5 = reinterpret(buf2, ...); del buf2  # reuse`.
+"""
+
+from __future__ import annotations
+
+from stax.ir.index import as_int
+from stax.sched.schedule import ALLOC, FREE, REUSE
+
+from .plan import EXTERN_FORM, KernelPlan
+from .runtime import TORCH_DTYPES
+
+
+def _tuple(xs) -> str:
+    xs = [str(as_int(x)) for x in xs]
+    return "(" + ", ".join(xs) + ("," if len(xs) == 1 else "") + ")"
+
+
+def _dtype(d) -> str:
+    return str(TORCH_DTYPES[d.name])  # 'torch.float32'
+
+
+
+class _Wrapper:
+    def __init__(self, schedule, plans: list[KernelPlan], kernels: dict, has_errors: bool):
+        self.graph = schedule.graph
+        self.schedule = schedule
+        self.plans = plans
+        self.kernels = kernels
+        self.has_errors = has_errors
+        self.lines: list[str] = []
+        self.bound: set[str] = {i.name for i in self.graph.inputs}
+        self.materialized = {b for p in plans for b in p.stores}
+        self.extern_outputs = {p.extern.name for p in plans if p.form == EXTERN_FORM}
+        self.outputs = set(self.graph.outputs)
+        # a freed buffer whose storage a later buffer reuses stays bound until the reuse line
+        self.reused = {ev.reuses for ev in schedule.memory.events if ev.kind == REUSE}
+
+    def emit(self, text: str) -> None:
+        self.lines.append("    " + text)
+
+    def alloc_line(self, name: str) -> str:
+        lay = self.graph.buffer_layout(name)
+        return f"{name} = empty_strided({_tuple(lay.sizes)}, {_tuple(lay.strides)}, {_dtype(lay.dtype)}, DEVICE)"
+
+    def event(self, ev) -> None:
+        b = ev.buffer
+        if ev.kind == ALLOC:
+            if b in self.extern_outputs:
+                return
+            if b in self.materialized:
+                self.emit(self.alloc_line(b))
+                self.bound.add(b)
+            else:
+                self.emit(f"# {b} stays in registers")
+        elif ev.kind == REUSE:
+            src = ev.reuses
+            if src not in self.bound:
+                self.event(type(ev)(ev.step, ALLOC, b))
+                return
+            if b in self.extern_outputs:
+                self.emit(f"del {src}")
+            elif b in self.materialized:
+                lay = self.graph.buffer_layout(b)
+                self.emit(f"{b} = reinterpret({src}, {_tuple(lay.sizes)}, {_tuple(lay.strides)}); del {src}  # reuse")
+                self.bound.add(b)
+            else:
+                self.emit(f"{b} = {src}; del {src}  # storage kept for later reuse")
+                self.bound.add(b)
+            self.bound.discard(src)
+        elif ev.kind == FREE:
+            if b in self.bound and b not in self.outputs and b not in self.reused:
+                self.emit(f"del {b}")
+                self.bound.discard(b)
+
+    def kernel(self, plan: KernelPlan) -> None:
+        if plan.form == EXTERN_FORM:
+            node = plan.extern
+            for b in node.inputs:
+                self._need(b, node.name)
+            lay = node.layout
+            ins = ", ".join(node.inputs) + ("," if len(node.inputs) == 1 else "")
+            self.emit(
+                f"{node.name} = extern_call(EXTERN_{plan.index}, ({ins}), CONSTANTS_{plan.index}, "
+                f"{_tuple(lay.sizes)}, {_tuple(lay.strides)}, {_dtype(lay.dtype)}, DEVICE)  # {node.kernel}"
+            )
+            self.bound.add(node.name)
+            return
+        for b in plan.stores:
+            if b not in self.bound:  # the plan had no alloc for a buffer the kernel writes
+                self.emit(self.alloc_line(b))
+                self.bound.add(b)
+        variants = self.kernels[plan.index]
+        ks = variants[0]
+        for b in ks.args:
+            self._need(b, ks.name)
+        args = list(ks.args) + (["err"] if any(v.uses_err for v in variants) else [])
+        names = " / ".join(v.name for v in variants)
+        self.emit(f"launch_{plan.index}({', '.join(args)})  # {names}")
+
+    def _need(self, b: str, user: str) -> None:
+        if b not in self.bound:
+            raise RuntimeError(f"stax-gpu: {user} reads {b}, which is not available at that point of the schedule")
+
+    def build(self) -> str:
+        g = self.graph
+        out = ["def call(args):"]
+        names = [i.name for i in g.inputs]
+        if names:
+            self.emit(", ".join(names) + (", = args" if len(names) == 1 else " = args"))
+        self.emit("args.clear()")
+        if names:
+            lays = [i.layout for i in g.inputs]
+            self.emit(
+                f"check_inputs(({', '.join(names)},), {tuple(names)!r}, "
+                f"({', '.join(_tuple(lay.sizes) for lay in lays)},), "
+                f"({', '.join(_tuple(lay.strides) for lay in lays)},), "
+                f"({', '.join(_dtype(lay.dtype) for lay in lays)},), DEVICE)"
+            )
+        if self.has_errors:
+            self.emit("err = new_error_flag(DEVICE)")
+        events = self.schedule.memory.events
+        for step, plan in enumerate(self.plans):
+            for ev in events:
+                if ev.step == step and ev.kind in (ALLOC, REUSE):
+                    self.event(ev)
+            self.kernel(plan)
+            for ev in events:
+                if ev.step == step and ev.kind == FREE:
+                    self.event(ev)
+        if self.has_errors:
+            self.emit("check_errors(err, ERRORS)")
+        for o in g.outputs:
+            self._need(o, "the graph output")
+        outs = ", ".join(g.outputs) + ("," if len(g.outputs) == 1 else "")
+        self.emit(f"return ({outs})")
+        return "\n".join(out + self.lines) + "\n"
+
+
+def generate_wrapper(schedule, plans: list[KernelPlan], kernels: dict, has_errors: bool) -> str:
+    """Python source of `call(args)` for a planned schedule."""
+    return _Wrapper(schedule, plans, kernels, has_errors).build()

@@ -1,0 +1,18 @@
+"""Run every stax-gpu test under TRITON_INTERPRET=1 on CPU tensors, unless
+STAX_TEST_DEVICE=cuda asks for the real GPU (the H200 script sets it).
+
+TRITON_INTERPRET must be set before triton is imported: triton.jit reads it at
+decoration time, so it is set here, at conftest import, before any test module.
+"""
+
+import os
+import tempfile
+
+if os.environ.get("STAX_TEST_DEVICE", "cpu") != "cuda":
+    os.environ["TRITON_INTERPRET"] = "1"
+os.environ.setdefault("STAX_CACHE_DIR", tempfile.mkdtemp(prefix="stax-gpu-tests-"))
+
+
+def pytest_configure(config):
+    # the interpreter evaluates masked-off lanes too (x/0 there is expected)
+    config.addinivalue_line("filterwarnings", "ignore::RuntimeWarning:triton.*")

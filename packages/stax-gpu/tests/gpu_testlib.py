@@ -1,0 +1,146 @@
+"""Shared test helpers: build graphs, run them through stax-gpu and the numpy
+interpreter (stax.ir.interpret, the reference), compare with stated tolerances."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import torch
+
+from stax.gpu import GpuConfig, compile_schedule
+from stax.gpu.testing import build_schedule
+from stax.ir import ComputedBuffer, Graph, InputBuffer, Layout, Pointwise, Reduction, interpret, outputs, to_storage
+from stax.ir import dtypes as dt
+from stax.ir.index import pointwise_vars, reduction_vars, var
+
+ON_CUDA = os.environ.get("STAX_TEST_DEVICE", "cpu") == "cuda"
+DEVICE = "cuda" if ON_CUDA else "cpu"
+i0, i1, i2 = pointwise_vars(3)
+r0, r1 = reduction_vars(2)
+f32, f16, bf16, f64 = dt.float32, dt.float16, dt.bfloat16, dt.float64
+i32, i64, i8, u8, b8 = dt.int32, dt.int64, dt.int8, dt.uint8, dt.bool_
+
+# Tolerances: float32 results of the same arithmetic agree to a few ulp; half types are
+# computed in float32 and rounded once at the store, while the interpreter rounds after
+# every op, so they may differ by the rounding of intermediate results.
+TOL = {
+    "float32": dict(rtol=2e-6, atol=1e-6),
+    "float64": dict(rtol=1e-12, atol=1e-12),
+    "float16": dict(rtol=4e-3, atol=1e-3),
+    "bfloat16": dict(rtol=3e-2, atol=1e-2),
+}
+
+
+def config(**kw) -> GpuConfig:
+    """The test config: heuristics only unless a test asks (on a GPU, autotuning every
+    small test kernel would spend minutes compiling candidates)."""
+    kw.setdefault("autotune", False)
+    return GpuConfig.from_env(**kw)
+
+
+def lay(sizes, dtype=f32, strides=None) -> Layout:
+    if strides is None:
+        return Layout.contiguous(sizes, dtype, "cuda")
+    return Layout("cuda", dtype, tuple(sizes), tuple(strides))
+
+
+def inp(name, sizes, dtype=f32, strides=None) -> InputBuffer:
+    return InputBuffer(name, lay(sizes, dtype, strides))
+
+
+def pw(name, sizes, value, dtype=None, strides=None) -> ComputedBuffer:
+    return ComputedBuffer(name, lay(sizes, dtype or value.dtype, strides), Pointwise(tuple(sizes), value))
+
+
+def red(name, sizes, rsizes, rtype, value, out_sizes=None) -> ComputedBuffer:
+    body = Reduction(tuple(sizes), tuple(rsizes), rtype, value)
+    return ComputedBuffer(name, lay(out_sizes or sizes, body.dtype), body)
+
+
+def random_array(shape, d: dt.DType, rng, low=None, high=None) -> np.ndarray:
+    if d.is_bool:
+        return rng.random(shape) < 0.5
+    if d.is_integer:
+        lo = -50 if low is None else low
+        hi = 50 if high is None else high
+        if d == u8:
+            lo = max(lo, 0)
+        return rng.integers(lo, hi, size=shape).astype(d.np)
+    if low is not None:
+        a = rng.uniform(low, high, size=shape)
+    else:
+        a = rng.standard_normal(shape)
+    return dt.round_to(a.astype(np.float64), d)
+
+
+def to_torch_storage(flat: np.ndarray, d: dt.DType) -> torch.Tensor:
+    t = torch.from_numpy(np.ascontiguousarray(flat))
+    if d == bf16:
+        t = t.to(torch.bfloat16)
+    return t.to(DEVICE)
+
+
+def make_inputs(graph: Graph, arrays: dict | None = None, seed: int = 0, **ranges):
+    """(flat numpy storages for the interpreter, torch tensors for stax-gpu)."""
+    rng = np.random.default_rng(seed)
+    arrays = dict(arrays or {})
+    flats, tensors = {}, []
+    for b in graph.inputs:
+        layout = b.layout
+        sizes = tuple(int(s) for s in layout.sizes)
+        a = arrays.get(b.name)
+        if a is None:
+            a = random_array(sizes, layout.dtype, rng, *ranges.get(b.name, (None, None)))
+        flat = to_storage(np.asarray(a), layout)
+        flats[b.name] = flat
+        t = to_torch_storage(flat, layout.dtype)
+        tensors.append(torch.as_strided(t, sizes, tuple(int(s) for s in layout.strides), 0))
+    return flats, tensors
+
+
+def as_numpy(t: torch.Tensor) -> np.ndarray:
+    t = t.detach().cpu()
+    if t.dtype == torch.bfloat16:
+        t = t.float()
+    return t.numpy()
+
+
+def assert_close(actual, expected, d: dt.DType, tol=None) -> None:
+    if d.is_floating:
+        np.testing.assert_allclose(actual.astype(np.float64), np.asarray(expected).astype(np.float64), equal_nan=True,
+                                   **(tol or TOL[d.name]))
+    else:
+        np.testing.assert_array_equal(actual, expected)
+
+
+def run(graph: Graph, groups=None, cfg: GpuConfig | None = None, arrays=None, tol=None, extern=None, seed=0,
+        reuse=False, **ranges):
+    """Compile `graph` with kernels `groups` (default: all nodes in one kernel), run it
+    on random inputs and compare every output with the interpreter. Returns the module."""
+    sched = build_schedule(graph, groups, reuse=reuse)
+    module = compile_schedule(sched, extern_kernels=extern, config=cfg or config())
+    flats, tensors = make_inputs(graph, arrays, seed, **ranges)
+    np_extern = {k: (lambda f: (lambda *a, **kw: as_numpy(f(*[torch.from_numpy(np.ascontiguousarray(x)) for x in a], **kw))))(f)
+                 for k, f in (extern or {}).items()}
+    ref = outputs(graph, interpret(graph, flats, np_extern))
+    args = list(tensors)
+    got = module.call(args)
+    assert args == [], "call(args) must clear its argument list"
+    assert len(got) == len(graph.outputs)
+    for name, g, r in zip(graph.outputs, got, ref):
+        d = graph.buffer_layout(name).dtype
+        assert tuple(g.shape) == r.shape, name
+        assert_close(as_numpy(g), r, d, tol)
+    return module
+
+
+def kernel_src(module, name: str) -> str:
+    """The source text of one generated kernel function."""
+    src = module.source
+    start = src.index(f"def {name}(")
+    end = src.find("\n\n", start)
+    return src[start : end if end > 0 else None]
+
+
+__all__ = [n for n in dir() if not n.startswith("_")] + ["var"]

@@ -1,0 +1,119 @@
+"""Launch heuristics and autotuning. The interpreter has no GPU timer, so the
+benchmarking path runs here with an injected timer (deterministic fake timings);
+on the H200 the same code runs with CUDA events."""
+
+import json
+import os
+
+from gpu_testlib import config, f32, i0, i1, inp, pw, r0, red, run
+
+from stax.gpu.autotune import AutotuneCache, BenchmarkAutotuner, FirstChoice, autotune_key, default_autotuner
+from stax.gpu.heuristics import candidates
+from stax.gpu.kernels import LOOPED, PERSISTENT, variants, write_kernel
+from stax.gpu.plan import plan_kernels
+from stax.gpu.testing import build_schedule
+from stax.ir import Graph, load, op
+
+
+class FakeTimer:
+    """Runs the candidate once (so it must work) and reports a fixed time per config."""
+
+    def __init__(self, times):
+        self.times = times
+        self.calls = []
+
+    def __call__(self, fn):
+        fn()
+        key = self.current
+        self.calls.append(key)
+        return self.times(key)
+
+
+class Recording(BenchmarkAutotuner):
+    def __init__(self, cache, timer):
+        super().__init__(cache, self._timer)
+        self.fake = timer
+
+    def select(self, key, cands, run):
+        def run_and_mark(c):
+            self.fake.current = c.key()
+            return run(c)
+
+        return super().select(key, cands, run_and_mark)
+
+    def _timer(self, fn):
+        return self.fake(fn)
+
+
+def softmax_rows(n, m):
+    mx = red("buf0", (n,), (m,), "max", load("x", m * i0 + r0, f32))
+    s = red("buf1", (n,), (m,), "sum", op("exp", op("sub", load("x", m * i0 + r0, f32), load("buf0", i0, f32))))
+    return Graph((inp("x", (n, m)),), (mx, s), ("buf1",))
+
+
+def test_candidate_sets_are_small_and_start_with_the_heuristic():
+    gpu = config(interpret=False, autotune=True, math="libdevice")
+    for graph in (softmax_rows(16384, 4096), softmax_rows(64, 128), softmax_rows(8, 30000)):
+        (plan,) = plan_kernels(build_schedule(graph), gpu)
+        for v in variants(plan, gpu):
+            ks = write_kernel(plan, gpu, __import__("stax.gpu.emit", fromlist=["ErrorTable"]).ErrorTable(), v)
+            cands = candidates(plan, ks, gpu)
+            assert 1 <= len(cands) <= gpu.max_autotune_configs
+            assert len({c.key() for c in cands}) == len(cands)
+    (plan,) = plan_kernels(build_schedule(softmax_rows(16384, 4096)), gpu)
+    assert variants(plan, gpu) == [PERSISTENT, LOOPED]  # 4096 fits a block: race both forms
+    assert variants(plan, config()) == [PERSISTENT]  # interpreter: heuristics only
+    (plan,) = plan_kernels(build_schedule(softmax_rows(8, 30000)), gpu)
+    assert variants(plan, gpu) == [LOOPED]
+
+
+def test_benchmark_autotuner_picks_the_fastest_and_caches_it(tmp_path):
+    cache = AutotuneCache(str(tmp_path))
+    timer = FakeTimer(lambda k: 1.0 if "num_warps=2" in k else 3.0)
+    tuner = Recording(cache, timer)
+    cfg = config(autotune=True, autotuner=tuner, xblock_cap=8)
+    m = run(softmax_rows(12, 40), cfg=cfg)
+    assert len(timer.calls) >= 2
+    files = [os.path.join(d, f) for d, _, fs in os.walk(tmp_path) for f in fs]
+    assert len(files) == 1
+    entry = json.load(open(files[0]))
+    assert "num_warps=2" in entry["choice"] and len(entry["timings_ms"]) == len(timer.calls)
+    # A second process (a fresh autotuner on the same directory) does not time anything.
+    timer2 = FakeTimer(lambda k: 0.0)
+    run(softmax_rows(12, 40), cfg=config(autotune=True, autotuner=Recording(AutotuneCache(str(tmp_path)), timer2),
+                                         xblock_cap=8))
+    assert timer2.calls == []
+    assert m is not None
+
+
+def test_failing_configs_are_skipped(tmp_path):
+    def times(k):
+        if "num_warps=4" in k:
+            raise RuntimeError("out of resources")
+        return 2.0
+
+    tuner = Recording(AutotuneCache(str(tmp_path)), FakeTimer(times))
+    run(softmax_rows(6, 20), cfg=config(autotune=True, autotuner=tuner))
+
+
+def test_dual_variant_race_under_the_interpreter(tmp_path):
+    """persistent vs looped raced by the autotuner: both forms compile and run."""
+    timer = FakeTimer(lambda k: 1.0 if k.startswith("looped") else 2.0)
+    tuner = Recording(AutotuneCache(str(tmp_path)), timer)
+    cfg = config(autotune=True, autotuner=tuner, dual_variant_min=16, r0_block_cap=16, xblock_cap=4)
+    m = run(softmax_rows(5, 50), cfg=cfg)
+    assert "triton_per_fused_0" in m.source and "triton_red_fused_0" in m.source
+    assert any(c.startswith("persistent") for c in timer.calls) and any(c.startswith("looped") for c in timer.calls)
+
+
+def test_key_depends_on_source_shapes_and_device():
+    k = autotune_key(["src"], (1, 1, 8), "H200", "3.6.0")
+    assert k != autotune_key(["src2"], (1, 1, 8), "H200", "3.6.0")
+    assert k != autotune_key(["src"], (1, 1, 16), "H200", "3.6.0")
+    assert k != autotune_key(["src"], (1, 1, 8), "A100", "3.6.0")
+    assert k == autotune_key(["src"], (1, 1, 8), "H200", "3.6.0")
+
+
+def test_interpreter_default_is_first_choice():
+    assert isinstance(default_autotuner(config()), FirstChoice)
+    assert isinstance(default_autotuner(config(interpret=False, autotune=True)), BenchmarkAutotuner)

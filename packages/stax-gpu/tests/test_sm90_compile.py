@@ -1,0 +1,60 @@
+"""Every kernel form, compiled by the real Triton compiler for sm_90 (H100/H200), on
+this CPU-only machine: libdevice math, 2-D tiles, persistent/looped reductions,
+Welford, scans, gathers with error flags, half types. Runs in a subprocess because
+TRITON_INTERPRET must be unset there."""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+from gpu_testlib import ON_CUDA
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+SCRIPT = r"""
+import sys
+sys.path.insert(0, {here!r})
+from stax.gpu import GpuConfig, compile_schedule
+from stax.gpu.aot import compile_module
+from stax.gpu.testing import build_schedule
+import test_reduction as R, test_scan as S, test_indirect as I, test_pointwise as P
+from gpu_testlib import f16, inp, pw, f32, i0, i1
+from stax.ir import Graph, load, op
+
+cfg = GpuConfig(autotune=True, cache_dir={cache!r}, dual_variant_min=64)
+small = cfg.with_(persistent_reduction_max=16)
+transpose = Graph((inp("x", (64, 32)), inp("y", (32, 64))),
+                  (pw("buf0", (64, 32), op("add", load("x", 32 * i0 + i1, f32), load("y", i0 + 64 * i1, f32))),), ("buf0",))
+cases = [
+    (R.example_7_2(), None, cfg),
+    (R.softmax_graph(16, 4096), None, cfg),
+    (R.softmax_graph(16, 300, f16), None, small),
+    (R.example_7_1(16, 200), None, small),
+    (transpose, None, cfg),
+    (S.scan_graph("cumsum", 8, 512), None, cfg),
+    (S.scan_graph("cummax_index", 8, 100), None, small),
+    (S.scan_graph("logcumsumexp", 8, 100), None, cfg),
+    (I.embedding_graph(), None, cfg),
+]
+import test_reduction
+g_wf = None
+for graph, groups, c in cases:
+    m = compile_schedule(build_schedule(graph, groups), config=c)
+    for line in compile_module(m, graph):
+        print(line, flush=True)
+"""
+
+
+@pytest.mark.skipif(ON_CUDA, reason="on a GPU the kernels are compiled and run by the other tests")
+def test_kernels_compile_for_sm90(tmp_path):
+    pytest.importorskip("triton.backends.nvidia")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join(sys.path)
+    code = SCRIPT.format(here=str(HERE), cache=str(tmp_path))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-6000:]
+    lines = r.stdout.splitlines()
+    for name in ("triton_per_fused_0", "triton_red_fused_0", "triton_poi_fused_0"):
+        assert any(ln.startswith(name) for ln in lines), lines

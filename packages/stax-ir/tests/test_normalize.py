@@ -1,0 +1,185 @@
+"""Index normalization (§7.1): canonical forms keep the address sequence and identify equal accesses."""
+
+import numpy as np
+import sympy
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from stax.ir.index import FloorDiv, ModularIndexing, pointwise_vars, reduction_vars, var
+from stax.ir.index_printer import evaluate
+from stax.ir.normalize import affine_coefficients, affine_digits, normalize_index
+
+i0, i1, i2, i3 = pointwise_vars(4)
+(r0,) = reduction_vars(1)
+c0, c1, c2 = var("c", 0), var("c", 1), var("c", 2)
+
+
+def addresses(index, pairs) -> np.ndarray:
+    """Row-major address sequence of `index` over loop variables (reference, no normalization)."""
+    vars_ = [v for v, _ in pairs]
+    sizes = [s for _, s in pairs]
+    env = {}
+    for k, (v, s) in enumerate(pairs):
+        shape = [1] * len(pairs)
+        shape[k] = s
+        env[v] = np.arange(s, dtype=np.int64).reshape(shape)
+    del vars_
+    out = np.asarray(evaluate(sympy.sympify(index), env), dtype=np.int64)
+    return np.broadcast_to(out, tuple(sizes)).reshape(-1)
+
+
+def assert_same_sequence(index, pairs):
+    """The normalized form visits the same addresses in the same order; each one is
+    repeated once per point of the dropped (size-1 or unused trailing) dimensions."""
+    n = normalize_index(index, pairs)
+    orig = addresses(index, pairs)
+    canon = n.addresses()
+    assert len(orig) % len(canon) == 0
+    np.testing.assert_array_equal(orig, np.repeat(canon, len(orig) // len(canon)))
+    return n
+
+
+# --- the book's examples -------------------------------------------------------------
+
+
+def test_example_7_1_indices():
+    """Example 7.1: 128*i0 + i1 over (64,128) -> c0 {c0: 8192}; buf1 read at i0 -> c0 {c0: 64}."""
+    n = normalize_index(128 * i0 + i1, [(i0, 64), (i1, 128)])
+    assert (n.index, n.ranges) == (c0, {c0: 8192})
+    assert str(n) == "c0 over {c0: 8192}"
+    read = normalize_index(i0, [(i0, 64), (i1, 128)])
+    write = normalize_index(i0, [(i0, 64), (i1, 1), (r0, 128)])  # keepdim sum writes (64,1)
+    assert read == write and (read.index, read.ranges) == (c0, {c0: 64})
+    assert normalize_index(128 * i0 + r0, [(i0, 64), (r0, 128)]).ranges == {c0: 8192}
+
+
+def test_prefix_rule_only_for_trailing_unused_dims():
+    """Prop 7.2: i0 of (64,128) is a prefix read; i1 of (128,64) is not and stays distinct."""
+    write = normalize_index(i0, [(i0, 64)])
+    assert normalize_index(i0, [(i0, 64), (i1, 128)]) == write
+    other = normalize_index(i1, [(i0, 128), (i1, 64)])
+    assert other != write and other.ranges == {c0: 128, c1: 64} and other.index == c1
+
+
+def test_distance_plus_one_differs():
+    """Prop 7.3: reading a[i+1] is not the write index a[i]."""
+    assert normalize_index(i0 + 1, [(i0, 63)]) != normalize_index(i0, [(i0, 63)])
+
+
+def test_views_resolve_exactly():
+    flat = normalize_index(i0, [(i0, 8192)])
+    split = 128 * FloorDiv(i0, 128) + ModularIndexing(i0, 1, 128)
+    assert normalize_index(split, [(i0, 8192)]) == flat
+    transposed = 64 * ModularIndexing(i0, 1, 128) + FloorDiv(i0, 128)
+    assert normalize_index(transposed, [(i0, 8192)]) == normalize_index(i0 + 64 * i1, [(i0, 64), (i1, 128)])
+    assert normalize_index(FloorDiv(i0, 128), [(i0, 8192)]) == normalize_index(i0, [(i0, 64), (i1, 128)])
+
+
+def test_broadcast_dims_kept_in_the_middle():
+    n = assert_same_sequence(6 * i0 + i2, [(i0, 4), (i1, 5), (i2, 6)])
+    assert (n.index, n.ranges) == (6 * c0 + c2, {c0: 4, c1: 5, c2: 6})
+
+
+def test_non_affine_and_symbolic_are_kept_conservatively():
+    n = normalize_index(i0 * i1, [(i0, 4), (i1, 5)])
+    assert not n.is_affine and n.index == c0 * c1
+    s = sympy.Symbol("s0", integer=True, positive=True)
+    k = normalize_index(s * i0 + i1, [(i0, 4), (i1, s)])
+    assert not k.is_affine and k.index == s * c0 + c1
+    assert k != normalize_index(s * i0 + i1, [(i0, 5), (i1, s)])
+
+
+def test_affine_helpers():
+    assert affine_coefficients(3 * i0 + 2 * i1 + 7, [i0, i1]) == ({i0: 3, i1: 2}, 7)
+    assert affine_coefficients(FloorDiv(i0, 2), [i0]) is None
+    assert affine_digits(np.array([5, 7, 9, 6, 8, 10])) == (5, [(2, 1), (3, 2)])
+    assert affine_digits(np.array([0, 1, 3])) is None
+
+
+# --- properties ----------------------------------------------------------------------
+
+SIZES = st.lists(st.integers(1, 6), min_size=1, max_size=4)
+
+
+@st.composite
+def affine_access(draw):
+    sizes = draw(SIZES)
+    vars_ = list(pointwise_vars(len(sizes)))
+    strides = [draw(st.sampled_from([0, 0, 1, 2, 3, -1, 5, 7, 12, 30])) for _ in sizes]
+    offset = draw(st.integers(-5, 20))
+    index = offset + sum(s * v for s, v in zip(strides, vars_))
+    return index, list(zip(vars_, sizes))
+
+
+@settings(max_examples=150, deadline=None)
+@given(affine_access())
+def test_normalization_preserves_address_sequence(access):
+    index, pairs = access
+    n = assert_same_sequence(index, pairs)
+    assert n.is_affine
+    assert all(s > 1 for s in n.sizes)
+    assert not n.dims or n.dims[-1][1] != 0  # no unused trailing dimension
+    for (_, t_out), (s_in, t_in) in zip(n.dims, n.dims[1:]):
+        assert t_out != s_in * t_in  # maximally coalesced
+
+
+def _factorizations(n: int) -> list[list[int]]:
+    """A few ways to write n as a product of loop sizes (outer first)."""
+    out = [[n]]
+    for d in range(2, n):
+        if n % d == 0:
+            out.append([d, n // d])
+            for e in range(2, n // d):
+                if (n // d) % e == 0:
+                    out.append([d, e, n // d // e])
+    return out
+
+
+@st.composite
+def one_map_two_loop_nests(draw):
+    """One address map on a flat iteration space, written over two different loop nests."""
+    radices = draw(st.lists(st.integers(2, 4), min_size=1, max_size=3))
+    strides = [draw(st.sampled_from([0, 1, 2, 3, 5, -1, 8])) for _ in radices]
+    offset = draw(st.integers(0, 9))
+    n = int(np.prod(radices))
+    nests = _factorizations(n)
+    a = draw(st.sampled_from(nests))
+    b = draw(st.sampled_from(nests))
+    return radices, strides, offset, a, b
+
+
+def _write_over(radices, strides, offset, sizes):
+    """The map `offset + sum(stride_j * digit_j(flat))` as an index over loops `sizes`."""
+    vars_ = list(pointwise_vars(len(sizes)))
+    flat = sympy.Integer(0)
+    for v, s in zip(vars_, sizes):
+        flat = flat * s + v
+    index = sympy.Integer(offset)
+    inner = 1
+    for r, t in reversed(list(zip(radices, strides))):
+        index += t * ModularIndexing(flat, inner, r)
+        inner *= r
+    return index, list(zip(vars_, sizes))
+
+
+@settings(max_examples=150, deadline=None)
+@given(one_map_two_loop_nests())
+def test_equal_accesses_written_differently_normalize_equal(case):
+    radices, strides, offset, a, b = case
+    ia, pa = _write_over(radices, strides, offset, a)
+    ib, pb = _write_over(radices, strides, offset, b)
+    na, nb = assert_same_sequence(ia, pa), assert_same_sequence(ib, pb)
+    assert na == nb
+    # and the plain affine spelling over the radices themselves agrees too
+    vars_ = list(pointwise_vars(len(radices)))
+    plain = offset + sum(t * v for t, v in zip(strides, vars_))
+    assert normalize_index(plain, list(zip(vars_, radices))) == na
+
+
+@settings(max_examples=100, deadline=None)
+@given(affine_access(), affine_access())
+def test_equal_normal_forms_mean_equal_addresses(x, y):
+    nx, ny = normalize_index(*x), normalize_index(*y)
+    if nx == ny:
+        np.testing.assert_array_equal(nx.addresses(), ny.addresses())
+    else:
+        assert nx.sizes != ny.sizes or not np.array_equal(nx.addresses(), ny.addresses())

@@ -1,0 +1,52 @@
+"""Pass 1 (§7.6 step 1): one SchedulerNode per graph node, with its dependences (§7.1).
+
+In-place rewrites are handled by renaming, as in SSA construction: if node N
+overwrites buffer B, later uses of B are uses of N, and every earlier reader of B
+gets ordered before N by a WeakDep, so the dependence graph stays acyclic. The IR
+has no mutation node yet; `mutations` ({N: B}) is how a caller declares them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from stax.ir import ComputedBuffer, Graph, walk
+
+from .deps import MemoryDep, ReadWrites, StarDep, WeakDep, layouts_of, read_writes
+from .loops import loop_info
+from .nodes import SchedulerNode
+
+
+def _rename(dep, renames: dict):
+    new = renames.get(dep.name)
+    if new is None:
+        return dep
+    if isinstance(dep, MemoryDep):
+        return MemoryDep(new, dep.index, dep.nbytes)
+    if isinstance(dep, StarDep):
+        return StarDep(new, dep.nbytes)
+    return dep
+
+
+def create_nodes(graph: Graph, mutations: Mapping[str, str] | None = None) -> list[SchedulerNode]:
+    """SchedulerNodes in graph order, named op0, op1, ..."""
+    layouts = layouts_of(graph)
+    mutations = dict(mutations or {})
+    renames: dict[str, str] = {}  # buffer -> its latest version
+    readers: dict[str, list[str]] = {}  # buffer version -> buffers of nodes that read it
+    out = []
+    for k, node in enumerate(graph.nodes):
+        body_nodes = list(walk(node.body.value)) if isinstance(node, ComputedBuffer) else None
+        rw = read_writes(node, layouts, body_nodes)
+        reads = {_rename(d, renames) for d in rw.reads}
+        target = mutations.get(node.name)
+        if target is not None:
+            version = renames.get(target, target)
+            reads |= {WeakDep(r, node.name) for r in readers.get(version, []) if r != node.name}
+            renames[target] = node.name
+        for d in reads:
+            if not isinstance(d, WeakDep):
+                readers.setdefault(d.name, []).append(node.name)
+        loops = loop_info(node, body_nodes) if isinstance(node, ComputedBuffer) else None
+        out.append(SchedulerNode(f"op{k}", node, k, ReadWrites(frozenset(reads), rw.writes), loops))
+    return out

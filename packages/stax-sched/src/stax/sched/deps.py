@@ -1,0 +1,161 @@
+"""Dependences (Def 7.1): what a node reads and writes, found by walking its body.
+
+MemoryDep records the buffer and the normalized index with its ranges (the basis
+of fusion decisions); StarDep (the book's "whole dependence") only the buffer, for
+extern calls and unanalyzable (indirect) accesses; WeakDep carries no data and
+only orders a reader of a buffer before the node that rewrites it in place.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+from stax.ir import ComputedBuffer, ExternKernel, Graph, IndexValue, Load, Reduction, walk
+from stax.ir.index import pointwise_vars, reduction_vars
+from stax.ir.normalize import NormalizedIndex, normalize_index
+
+
+@dataclass(frozen=True)
+class MemoryDep:
+    """Access of `name` at a normalized index; `nbytes` is what the access moves."""
+
+    name: str
+    index: NormalizedIndex
+    nbytes: int = field(default=0, compare=False)
+
+    def numel(self) -> int:
+        return self.index.numel()
+
+    def is_injective(self) -> bool:
+        return self._injective
+
+    @functools.cached_property
+    def _injective(self) -> bool:
+        """True when distinct iterations touch distinct addresses (checked on the affine form)."""
+        if not self.index.is_affine:
+            return False
+        span = 0
+        for size, stride in sorted(self.index.dims, key=lambda d: abs(d[1])):
+            if stride == 0 or abs(stride) <= span:
+                return False
+            span += abs(stride) * (size - 1)
+        return True
+
+    def __str__(self) -> str:
+        ranges = ", ".join(f"{v}: {s}" for v, s in self.index.ranges.items())
+        return f"MemoryDep('{self.name}', {self.index.index}, {{{ranges}}})"
+
+
+@dataclass(frozen=True)
+class StarDep:
+    """Whole-buffer dependence: the index is unknown (extern call, indirect load)."""
+
+    name: str
+    nbytes: int = field(default=0, compare=False)
+
+    def __str__(self) -> str:
+        return f"StarDep('{self.name}')"
+
+
+@dataclass(frozen=True)
+class WeakDep:
+    """Ordering only: the node must run after every reader of `name` (in-place rewrite by `mutating`)."""
+
+    name: str
+    mutating: str
+
+    def __str__(self) -> str:
+        return f"WeakDep('{self.name}', mutating='{self.mutating}')"
+
+
+Dep = MemoryDep | StarDep | WeakDep
+
+
+@dataclass(frozen=True)
+class ReadWrites:
+    reads: frozenset
+    writes: frozenset
+
+    def buffer_names(self) -> frozenset[str]:
+        """Buffers read or written (WeakDeps carry no data)."""
+        return self._names
+
+    @functools.cached_property
+    def _names(self) -> frozenset[str]:
+        return frozenset({d.name for d in self.reads if not isinstance(d, WeakDep)} | {d.name for d in self.writes})
+
+    @functools.cached_property
+    def memory_deps(self) -> frozenset:
+        """MemoryDeps among reads and writes (what the fusion score compares)."""
+        return frozenset(d for d in self.reads | self.writes if isinstance(d, MemoryDep))
+
+    @staticmethod
+    def merge(items) -> ReadWrites:
+        """Union of members' reads and writes; reads of buffers written inside are dropped."""
+        reads, writes = set(), set()
+        for rw in items:
+            reads |= rw.reads
+            writes |= rw.writes
+        written = {d.name for d in writes}
+        return ReadWrites(frozenset(d for d in reads if d.name not in written), frozenset(writes))
+
+
+def loop_ranges(node: ComputedBuffer) -> tuple:
+    """((var, size), ...) of the body in loop order: pointwise vars, then reduction vars.
+
+    A Scan's value uses i0.. over its ranges like a Pointwise.
+    """
+    body = node.body
+    red = body.reduction_ranges if isinstance(body, Reduction) else ()
+    pv = pointwise_vars(len(body.ranges))
+    rv = reduction_vars(len(red))
+    return tuple(zip(pv, body.ranges)) + tuple(zip(rv, red))
+
+
+def read_writes(node, graph_layouts: dict, body_nodes=None) -> ReadWrites:
+    """The node's dependences; `graph_layouts` maps buffer name -> Layout (for byte counts).
+
+    `body_nodes` is `list(walk(node.body.value))` when the caller already has it.
+    """
+
+    def nbytes_of(name, numel=None):
+        layout = graph_layouts[name]
+        n = layout.storage_size() if numel is None else numel
+        return n * layout.dtype.itemsize
+
+    if isinstance(node, ExternKernel):
+        reads = frozenset(StarDep(b, nbytes_of(b)) for b in node.inputs)
+        return ReadWrites(reads, frozenset({StarDep(node.name, nbytes_of(node.name))}))
+    ranges = loop_ranges(node)
+    reads = set()
+    for n in body_nodes if body_nodes is not None else walk(node.body.value):
+        if not isinstance(n, Load):
+            continue
+        if n.indirect:
+            reads.add(StarDep(n.buffer, nbytes_of(n.buffer)))
+            continue
+        idx = normalize_index(n.index, ranges)
+        reads.add(MemoryDep(n.buffer, idx, nbytes_of(n.buffer, idx.numel())))
+    widx = normalize_index(write_index(node.layout), ranges)
+    writes = frozenset({MemoryDep(node.name, widx, nbytes_of(node.name, widx.numel()))})
+    return ReadWrites(frozenset(reads), writes)
+
+
+@functools.lru_cache(maxsize=4096)
+def write_index(layout) -> object:
+    """Where element (i0, ...) of `layout` is stored (ComputedBuffer.write_index, cached per layout)."""
+    return layout.index()
+
+
+def index_exprs(node: ComputedBuffer, body_nodes=None) -> list:
+    """Every index expression of the body (loads, index values) plus the write index."""
+    out = [write_index(node.layout)]
+    for n in body_nodes if body_nodes is not None else walk(node.body.value):
+        if isinstance(n, (Load, IndexValue)):
+            out.append(n.index)
+    return out
+
+
+def layouts_of(graph: Graph) -> dict:
+    return {b.name: b.layout for b in (*graph.inputs, *graph.nodes)}

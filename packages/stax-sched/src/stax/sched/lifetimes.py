@@ -1,0 +1,90 @@
+"""Lifetimes and peak memory (Def 7.5) for a kernel order.
+
+A buffer lives from the kernel that produces it to the end of its last user;
+graph inputs from the start, graph outputs to the end. M* is the largest total
+size of the buffers live at one kernel. One linear scan per order, so the
+reordering pass can compare candidate orders cheaply.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stax.ir import Graph, InputBuffer
+
+from .deps import WeakDep
+
+
+@dataclass(frozen=True)
+class BufferInfo:
+    name: str
+    nbytes: int
+    device: str
+    dtype: object
+    storage_size: int
+    is_input: bool
+    is_output: bool
+
+
+class MemoryModel:
+    """Buffers, their producers and users among the scheduled (fused) nodes."""
+
+    def __init__(self, graph: Graph, groups):
+        outputs = set(graph.outputs)
+        self.buffers: dict[str, BufferInfo] = {}
+        for b in (*graph.inputs, *graph.nodes):
+            lay = b.layout
+            self.buffers[b.name] = BufferInfo(
+                b.name, lay.nbytes(), lay.device, lay.dtype, lay.storage_size(), isinstance(b, InputBuffer), b.name in outputs
+            )
+        self.inputs = [i.name for i in graph.inputs]
+        self.outputs = outputs
+        self.writes: dict = {}  # group -> buffers it writes, in node order
+        self.reads: dict = {}  # group -> buffers it reads from outside itself
+        self.users: dict[str, list] = {}
+        for g in groups:
+            written = [n.buffer for n in g.snodes]
+            self.writes[g] = written
+            own = set(written)
+            reads = []
+            for n in g.snodes:
+                for d in n.read_writes.reads:
+                    if not isinstance(d, WeakDep) and d.name not in own and d.name not in reads:
+                        reads.append(d.name)
+            self.reads[g] = reads
+            for b in reads:
+                self.users.setdefault(b, []).append(g)
+
+    def size(self, name: str) -> int:
+        return self.buffers[name].nbytes
+
+    def lifetimes(self, order) -> dict[str, tuple[int, int]]:
+        """buffer -> (first step live, last step live) for kernels run in `order`."""
+        step = {g: k for k, g in enumerate(order)}
+        end = max(len(order) - 1, 0)
+        out = {}
+        for name in self.inputs:
+            users = [step[u] for u in self.users.get(name, ())]
+            out[name] = (0, end if name in self.outputs else max(users, default=0))
+        for g in order:
+            for name in self.writes[g]:
+                k = step[g]
+                users = [step[u] for u in self.users.get(name, ())]
+                out[name] = (k, end if name in self.outputs else max(users, default=k))
+        return out
+
+    def occupancy(self, order) -> list[int]:
+        """Bytes live during each kernel of `order` (Def 7.5's sum over L(tau))."""
+        occ = [0] * (len(order) + 1)
+        for name, (lo, hi) in self.lifetimes(order).items():
+            occ[lo] += self.size(name)
+            occ[hi + 1] -= self.size(name)
+        total, out = 0, []
+        for k in range(len(order)):
+            total += occ[k]
+            out.append(total)
+        return out
+
+    def peak(self, order) -> int:
+        """M* of Def 7.5 for this order."""
+        return max(self.occupancy(order), default=sum(self.size(n) for n in self.inputs))

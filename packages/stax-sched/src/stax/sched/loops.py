@@ -1,0 +1,108 @@
+"""Iteration groups (§7.1): a node's (pointwise, reduction) loop sizes, before and after coalescing.
+
+`sizes` keeps the body's dimensions with size-1 ones dropped: that is the loop
+structure the codegen receives (Kernel.group). `group` additionally merges adjacent
+dimensions that every index of the body walks contiguously — the book's
+`group.iteration`, e.g. ((8192,), ()) for exp over a contiguous 64x128 tensor — and is
+what the CPU policy compares: outer loops agree only at boundaries of the merged
+dimensions (Example 7.2: exp's single 8192 loop shares no outer loop with a row sum).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import sympy
+from stax.ir import ComputedBuffer, Reduction, Scan
+from stax.ir.index import as_int, pointwise_vars, reduction_vars
+
+from .deps import index_exprs
+
+
+@dataclass(frozen=True)
+class LoopInfo:
+    sizes: tuple  # ((pointwise sizes), (reduction sizes)), size-1 dropped
+    group: tuple  # same, with coalescible neighbours merged (the iteration group)
+    boundaries: frozenset  # k such that the first k pointwise `sizes` form whole merged dims
+
+
+def _linear_parts(expr, loop_vars: set):
+    """({var: coeff}, vars inside non-linear terms)."""
+    coeffs: dict = {}
+    blocked: set = set()
+    for term in sympy.Add.make_args(expr):
+        c, rest = term.as_coeff_Mul()
+        if rest.is_Symbol and c.is_Integer and rest in loop_vars:
+            coeffs[rest] = coeffs.get(rest, 0) + int(c)
+        else:
+            blocked |= term.free_symbols & loop_vars
+    return coeffs, blocked
+
+
+def _merge_runs(vars_, sizes, parts) -> list[list[int]]:
+    """Runs of positions (over the size>1 dims) that every index lets merge."""
+    runs: list[list[int]] = []
+    for k in range(len(vars_)):
+        if runs:
+            j = runs[-1][-1]
+            outer, inner, s_inner = vars_[j], vars_[k], sizes[k]
+            ok = all(
+                outer not in blocked
+                and inner not in blocked
+                and coeffs.get(outer, 0) == s_inner * coeffs.get(inner, 0)
+                for coeffs, blocked in parts
+            )
+            if ok:
+                runs[-1].append(k)
+                continue
+        runs.append([k])
+    return runs
+
+
+def _product(xs) -> int:
+    out = 1
+    for x in xs:
+        out *= x
+    return out
+
+
+def loop_info(node: ComputedBuffer, body_nodes=None) -> LoopInfo:
+    """Sizes and iteration group of `node` (`body_nodes`: its walked value DAG, if at hand)."""
+    body = node.body
+    if isinstance(body, Scan):
+        return _scan_info(body)
+    red = body.reduction_ranges if isinstance(body, Reduction) else ()
+    pv = pointwise_vars(len(body.ranges))
+    rv = reduction_vars(len(red))
+    p = [(v, as_int(s)) for v, s in zip(pv, body.ranges) if as_int(s) != 1]
+    r = [(v, as_int(s)) for v, s in zip(rv, red) if as_int(s) != 1]
+    return _coalesce(tuple(p), tuple(r), tuple(index_exprs(node, body_nodes)))
+
+
+@functools.lru_cache(maxsize=8192)
+def _coalesce(p: tuple, r: tuple, exprs: tuple) -> LoopInfo:
+    """Merge neighbouring dims (pointwise with pointwise, reduction with reduction) every index allows."""
+    loop_vars = {v for v, _ in p + r}
+    parts = [_linear_parts(e, loop_vars) for e in set(exprs)]
+    # Merged runs never mix pointwise and reduction dimensions.
+    p_runs = _merge_runs([v for v, _ in p], [s for _, s in p], parts)
+    r_runs = _merge_runs([v for v, _ in r], [s for _, s in r], parts)
+    p_sizes = tuple(s for _, s in p)
+    r_sizes = tuple(s for _, s in r)
+    group = (
+        tuple(_product(p_sizes[k] for k in run) for run in p_runs),
+        tuple(_product(r_sizes[k] for k in run) for run in r_runs),
+    )
+    bounds = {0}
+    for run in p_runs:
+        bounds.add(run[-1] + 1)
+    return LoopInfo((p_sizes, r_sizes), group, frozenset(bounds))
+
+
+def _scan_info(body: Scan) -> LoopInfo:
+    """A scan runs its axis sequentially: ((the other dims), (axis size,)), never coalesced."""
+    sizes = [as_int(s) for s in body.ranges]
+    rest = tuple(s for k, s in enumerate(sizes) if k != body.axis and s != 1)
+    axis = (sizes[body.axis],) if sizes[body.axis] != 1 else ()
+    return LoopInfo((rest, axis), (rest, axis), frozenset({0}))

@@ -1,0 +1,113 @@
+"""Device fusion policies: when may a set of nodes share loops (Def 7.2)?
+
+stax-sched defines the protocol; codegen packages pick or configure a policy.
+The CPU backend keeps the per-dimension ranges and fuses when the outer loops
+agree (identical loops -> FusedSchedulerNode, a shared prefix of outer loops ->
+OuterLoopFusedSchedulerNode, Listing 7.1); the GPU backend decides by element
+counts (one kernel over the reduction's (n, r), pointwise nodes split to match).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from .config import SchedulerConfig
+from .nodes import FUSED_NODE, OUTER_LOOP_FUSED_NODE, LoopFusion, SchedulerNode
+
+SAME_VARS_REDUCE = "SAME_VARS_REDUCE"  # identical loops (horizontal reductions, or same-size pointwise)
+OUTER_LOOP_FUSION = "OUTER_LOOP_FUSION"  # CPU: shared outer loops only
+SAME_NUMEL = "SAME_NUMEL"  # GPU, Def 7.2 case 2: pointwise nodes with n1 == n2
+POINTWISE_WITH_REDUCTION = "POINTWISE_WITH_REDUCTION"  # GPU, Def 7.2 case 3: N == n or N == n*r
+
+
+@runtime_checkable
+class FusionPolicy(Protocol):
+    """Decides how (and whether) a set of nodes can share one kernel's loops."""
+
+    name: str
+    config: SchedulerConfig
+
+    def loop_fusion(self, snodes: Sequence[SchedulerNode], dependent_reductions: str | None) -> LoopFusion | str:
+        """The loop structure for `snodes` as one kernel, or the reason they cannot share loops.
+
+        `dependent_reductions` is None, or a description of a reduction in the set that
+        needs another's finished result (then one interleaved loop nest is not allowed).
+        """
+        ...
+
+
+def _groups(snodes) -> str:
+    return " vs ".join(sorted({str(n.group) for n in snodes}))
+
+
+def outer_loop_depth(snodes: Sequence[SchedulerNode]) -> int:
+    """Shared outer loops: equal leading pointwise sizes ending at a merged-dimension boundary of every node."""
+    first = snodes[0].sizes[0]
+    limit = min(len(n.sizes[0]) for n in snodes)
+    best = 0
+    for k in range(1, limit + 1):
+        if any(n.sizes[0][k - 1] != first[k - 1] for n in snodes):
+            break
+        if all(k in n.loops.boundaries for n in snodes):
+            best = k
+    return best
+
+
+@dataclass(frozen=True)
+class CpuPolicy:
+    """Compatibility by outer loops (Example 7.1: depth 1; Example 7.2: exp vs row sums depth 0)."""
+
+    config: SchedulerConfig = field(default_factory=SchedulerConfig)
+    name: str = "cpu"
+
+    def loop_fusion(self, snodes, dependent_reductions):
+        sizes = {n.sizes for n in snodes}
+        if len(sizes) == 1 and dependent_reductions is None:
+            return LoopFusion(FUSED_NODE, SAME_VARS_REDUCE, 0, next(iter(sizes)))
+        depth = outer_loop_depth(snodes)
+        if depth == 0:
+            why = f" ({dependent_reductions})" if dependent_reductions and len(sizes) == 1 else ""
+            return f"incompatible iteration spaces: {_groups(snodes)} (outer loop fusion depth 0){why}"
+        outer = snodes[0].sizes[0][:depth]
+        return LoopFusion(OUTER_LOOP_FUSED_NODE, f"{OUTER_LOOP_FUSION} depth {depth}", depth, (outer, ()))
+
+
+def splittable(sizes: Sequence[int], n: int) -> bool:
+    """Can loops `sizes` be read as (n, rest): a prefix of dims, possibly splitting one, of product n?"""
+    acc = 1
+    for s in sizes:
+        if acc == n or (n % acc == 0 and s % (n // acc) == 0):
+            return True
+        acc *= s
+    return acc == n
+
+
+@dataclass(frozen=True)
+class GpuPolicy:
+    """Compatibility by element counts (Def 7.2): one kernel per (n, r)."""
+
+    config: SchedulerConfig = field(default_factory=SchedulerConfig)
+    name: str = "gpu"
+
+    def loop_fusion(self, snodes, dependent_reductions):
+        if dependent_reductions is not None and not self.config.fuse_dependent_reductions:
+            return f"reduction order: {dependent_reductions}"
+        reds = [n for n in snodes if n.is_reduction]
+        points = [n for n in snodes if not n.is_reduction]
+        if not reds:
+            numels = {n.pointwise_numel() for n in points}
+            if len(numels) > 1:
+                return f"incompatible iteration spaces: element counts {sorted(numels)} differ"
+            return LoopFusion(FUSED_NODE, SAME_NUMEL, 0, points[0].sizes)
+        nr = {(n.pointwise_numel(), n.reduction_numel()) for n in reds}
+        if len(nr) > 1:
+            return f"incompatible iteration spaces: reductions (n, r) {sorted(nr)} differ"
+        n, r = next(iter(nr))
+        for p in points:
+            numel = p.pointwise_numel()
+            if numel != n and not (numel == n * r and splittable(p.sizes[0], n)):
+                return f"incompatible iteration spaces: {numel} elements vs reduction (n={n}, r={r})"
+        reason = POINTWISE_WITH_REDUCTION if points else SAME_VARS_REDUCE
+        return LoopFusion(FUSED_NODE, reason, 0, reds[0].sizes)

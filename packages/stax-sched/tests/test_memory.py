@@ -1,0 +1,200 @@
+"""Memory planning (§7.5): lifetimes, M*, reordering, reuse from the free pool, in-place reuse, arena."""
+
+import random
+
+from book_graphs import F32, i0, i1, r0, x_input
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from stax.ir import ComputedBuffer, ExternKernel, Graph, Layout, Pointwise, Reduction, load, loads, op
+from stax.ir.index import ModularIndexing
+from stax.sched import CpuPolicy, GpuPolicy, SchedulerConfig, schedule
+from stax.sched.ancestors import build_dag
+from stax.sched.create_nodes import create_nodes
+from stax.sched.fusion import greedy_fusion
+from stax.sched.lifetimes import MemoryModel
+from stax.sched.random_graphs import random_graph
+from stax.sched.reorder import candidate_orders
+from stax.sched.topo import topological_sort
+
+NO_FUSION = SchedulerConfig(max_rounds=0, reorder=False)
+
+
+def reads_of(graph, name):
+    node = graph.node(name)
+    if isinstance(node, ExternKernel):
+        return set(node.inputs)
+    return {ld.buffer for ld in loads(node.body.value)}
+
+
+def replay(s) -> int:
+    """Execute the memory events; check every access hits live storage; return the peak (bytes)."""
+    g = s.graph
+    size = {b.name: b.layout.nbytes() for b in (*g.inputs, *g.nodes)}
+    key = {b.name: (b.layout.device, b.layout.dtype, b.layout.storage_size()) for b in (*g.inputs, *g.nodes)}
+    storage = {i.name: i.name for i in g.inputs}  # buffer -> storage id
+    live = {i.name: size[i.name] for i in g.inputs}  # storage id -> bytes
+    by_step: dict = {}
+    for e in s.memory.events:
+        by_step.setdefault(e.step, []).append(e)
+    later_reads = {}
+    for k, kern in enumerate(s.kernels):
+        for b in kern.nodes:
+            for r in reads_of(g, b):
+                later_reads[r] = k
+    peak = 0
+    for k, kern in enumerate(s.kernels):
+        in_place = []
+        for e in by_step.get(k, []):
+            if e.kind == "alloc":
+                assert e.buffer not in storage
+                storage[e.buffer] = e.buffer
+                live[e.buffer] = size[e.buffer]
+            elif e.kind == "reuse":
+                assert e.reuses in storage and key[e.reuses] == key[e.buffer], e
+                assert later_reads.get(e.reuses, -1) <= k, f"{e}: {e.reuses} still read later"
+                assert e.reuses not in g.outputs
+                storage[e.buffer] = storage[e.reuses]
+                in_place.append(e.reuses)  # the old name is gone after this kernel
+        for b in kern.nodes:
+            assert b in storage, f"kernel {k} writes {b} without storage"
+            for r in reads_of(g, b):
+                assert r in storage, f"kernel {k} reads {r} after it was freed"
+        peak = max(peak, sum(live.values()))
+        for name in in_place:
+            del storage[name]
+        for e in by_step.get(k, []):
+            if e.kind == "free":
+                sid = storage.pop(e.buffer)
+                assert later_reads.get(e.buffer, -1) <= k and e.buffer not in g.outputs
+                assert sid not in storage.values()
+                del live[sid]
+    assert set(g.outputs) <= set(storage)
+    return peak
+
+
+def def_7_5_peak(s) -> int:
+    """M* straight from Def 7.5 over the schedule's kernels."""
+    g = s.graph
+    T = len(s.kernels)
+    step = {b: k for k, kern in enumerate(s.kernels) for b in kern.nodes}
+    last = {}
+    for k, kern in enumerate(s.kernels):
+        for b in kern.nodes:
+            for r in reads_of(g, b):
+                last[r] = max(last.get(r, -1), k)
+    best = 0
+    for t in range(T):
+        total = 0
+        for b in (*g.inputs, *g.nodes):
+            if b.name not in step and b not in g.inputs:
+                continue
+            lo = step.get(b.name, 0)
+            hi = T - 1 if b.name in g.outputs else last.get(b.name, lo)
+            if lo <= t <= hi:
+                total += b.layout.nbytes()
+        best = max(best, total)
+    return best
+
+
+def pw(name, sizes, value):
+    return ComputedBuffer(name, Layout.contiguous(sizes, F32), Pointwise(sizes, value))
+
+
+def chain(n=4, R=4, C=8):
+    x = x_input(rows=R, cols=C)
+    nodes, prev = [], "primals_1"
+    for k in range(1, n + 1):
+        nodes.append(pw(f"buf{k}", (R, C), op("neg", load(prev, C * i0 + i1, F32))))
+        prev = f"buf{k}"
+    return Graph((x,), tuple(nodes), (prev,))
+
+
+def test_reuse_line_and_input_free():
+    s = schedule(chain(), CpuPolicy(NO_FUSION))
+    lines = [str(e) for e in s.memory.events]
+    assert "[2] buf3 = buf1; del buf1  # reuse" in lines
+    assert "[3] buf4 = empty(...)" in lines  # a graph output never takes pooled storage
+    assert "[0] del primals_1" in lines  # inputs are released after their last use
+    assert not any("del buf4" in ln for ln in lines)  # outputs never
+    assert replay(s) == s.memory.peak_bytes == def_7_5_peak(s) == s.memory.lower_bound_bytes
+
+
+def test_reuse_that_would_raise_the_peak_is_refused():
+    """buf5 could take buf1's storage (same size, freed after step 1) only by holding it through
+    step 2, the peak (x + buf2 + the 4x buf3): refused, buf5 gets fresh storage."""
+    R, C = 4, 8
+    x = x_input(rows=R, cols=C)
+    buf1 = pw("buf1", (R, C), op("neg", load("primals_1", C * i0 + i1, F32)))
+    buf2 = ComputedBuffer("buf2", Layout.contiguous((R,), F32),
+                          Reduction((R,), (C,), "sum", load("buf1", C * i0 + r0, F32)))
+    big = op("add", load("primals_1", C * ModularIndexing(i0, 1, R) + i1, F32), load("buf2", ModularIndexing(i0, 1, R), F32))
+    buf3 = pw("buf3", (4 * R, C), big)
+    buf5 = pw("buf5", (R, C), op("neg", load("buf3", C * i0 + i1, F32)))
+    g = Graph((x,), (buf1, buf2, buf3, buf5), ("buf3", "buf5"))
+    s = schedule(g, CpuPolicy(NO_FUSION))
+    assert not any(e.kind == "reuse" for e in s.memory.events)
+    assert replay(s) == s.memory.peak_bytes == def_7_5_peak(s)
+
+
+def test_in_place_reuse_is_optional():
+    off = schedule(chain(2), CpuPolicy(NO_FUSION))
+    assert not any(e.kind == "reuse" for e in off.memory.events)
+    on = schedule(chain(3), CpuPolicy(SchedulerConfig(max_rounds=0, reorder=False, inplace_reuse=True)))
+    lines = [str(e) for e in on.memory.events]
+    assert "[1] buf2 = buf1; del buf1  # reuse" in lines and not any(e.kind == "free" and e.buffer == "buf1"
+                                                                   for e in on.memory.events)
+    assert replay(on) <= def_7_5_peak(on)
+    inputs_too = SchedulerConfig(max_rounds=0, inplace_reuse=True, inplace_reuse_graph_inputs=True)
+    assert "[0] buf1 = primals_1; del primals_1  # reuse" in [str(e) for e in schedule(chain(2), CpuPolicy(inputs_too)).memory.events]
+
+
+def fused_dag(graph, policy):
+    snodes = topological_sort(create_nodes(graph), graph.outputs)
+    dag = build_dag(snodes)
+    greedy_fusion(dag, policy, policy.config)
+    return dag
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**31), st.integers(2, 14), st.booleans(), st.booleans())
+def test_memory_plans_on_random_graphs(seed, n, gpu, inplace):
+    cfg = SchedulerConfig(inplace_reuse=inplace, plan_arena=True)
+    policy = GpuPolicy(cfg) if gpu else CpuPolicy(cfg)
+    graph = random_graph(random.Random(seed), n)
+    s = schedule(graph, policy)
+    # events are executable, reuse never raises the peak, M* is Def 7.5's
+    peak = replay(s)
+    assert peak == s.memory.peak_bytes <= s.memory.lower_bound_bytes == def_7_5_peak(s)
+    no_reuse = schedule(graph, type(policy)(SchedulerConfig(reuse=False, plan_arena=True)))
+    assert [k.nodes for k in no_reuse.kernels] == [k.nodes for k in s.kernels]
+    assert peak <= replay(no_reuse) == no_reuse.memory.lower_bound_bytes
+    # the chosen order is never worse than the original order, and it is the best candidate
+    dag = fused_dag(graph, policy)
+    model = MemoryModel(graph, dag.nodes())
+    peaks = {name: model.peak(order) for name, order in candidate_orders(dag, model).items()}
+    assert s.memory.lower_bound_bytes == min(peaks.values()) <= peaks["original"]
+    # arena: buffers alive at the same time never overlap; size between live max and total
+    check_arena(s)
+
+
+def check_arena(s):
+    g = s.graph
+    offsets = dict(s.memory.offsets)
+    step = {b: k for k, kern in enumerate(s.kernels) for b in kern.nodes}
+    last = {}
+    for k, kern in enumerate(s.kernels):
+        for b in kern.nodes:
+            for r in reads_of(g, b):
+                last[r] = max(last.get(r, -1), k)
+    span = {}
+    for b, off in offsets.items():
+        nbytes = g.node(b).layout.nbytes()
+        span[b] = (step[b], last.get(b, step[b]), off, off + nbytes)
+        assert off % 64 == 0 and off + nbytes <= s.memory.arena_bytes
+    items = list(span.items())
+    for x, (lo, hi, a0, a1) in items:
+        for y, (lo2, hi2, b0, b1) in items:
+            if x < y and not (hi < lo2 or hi2 < lo):
+                assert a1 <= b0 or b1 <= a0, f"{x} and {y} overlap in time and address"
+    expected = {b for b in step if not isinstance(g.node(b), ExternKernel) and b not in g.outputs}
+    assert set(offsets) == expected
