@@ -62,7 +62,7 @@ def _close(a, b) -> bool:
 
 def _compile(fn, backend: str, inputs):
     torch._dynamo.reset()
-    cf = torch.compile(fn, backend=backend)
+    cf = torch.compile(fn, backend=backend, dynamic=False)
     t = time.perf_counter()
     out = cf(*inputs)
     first = time.perf_counter() - t
@@ -101,34 +101,36 @@ def geomean(xs) -> float:
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
 
+def _fmt(x, spec: str, unit: str = "") -> str:
+    return "—" if x is None else f"{x:{spec}}{unit}"
+
+
 def report(results: list[dict], copy_bw: float) -> str:
-    head = (f"copy bandwidth: {copy_bw / 1e9:.1f} GB/s, threads: {torch.get_num_threads()}\n\n"
-            "| workload | eager ms | inductor ms | stax ms | inductor x | stax x | inductor %bw | stax %bw "
-            "| inductor compile s | stax compile s | ok |\n|---|---|---|---|---|---|---|---|---|---|---|")
-    rows = [head]
-    sp = {"stax": [], "inductor": []}
+    rows = [
+        f"copy bandwidth: {copy_bw / 1e9:.1f} GB/s, threads: {torch.get_num_threads()}\n",
+        "| workload | eager ms | inductor ms | stax ms | inductor x | stax x | inductor %bw | stax %bw "
+        "| inductor compile s | stax compile s | ok (inductor/stax) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    speedups: dict[str, list] = {"stax": [], "inductor": []}
     for r in results:
-        t = r["time_s"]
-        e = t["eager"]
-
-        def cell(k, fmt):
-            return fmt(k) if k in t else "—"
-
-        for k in sp:
-            if k in t:
-                sp[k].append(e / t[k])
-        bw = {k: r["bytes"] / t[k] / copy_bw * 100 for k in t}
+        t, e = r["time_s"], r["time_s"]["eager"]
+        ms = {k: t[k] * 1e3 if k in t else None for k in ("inductor", "stax")}
+        sp = {k: e / t[k] if k in t else None for k in ("inductor", "stax")}
+        bw = {k: (r["bytes"] / t[k] / copy_bw * 100 if k in t and r["memory_bound"] else None)
+              for k in ("inductor", "stax")}
+        for k, v in sp.items():
+            if v is not None:
+                speedups[k].append(v)
+        ok = "/".join("y" if r["correct"].get(k) else "n" for k in ("inductor", "stax"))
         rows.append(
-            f"| {r['name']} | {e * 1e3:.2f} | {cell('inductor', lambda k: f'{t[k] * 1e3:.2f}')} "
-            f"| {cell('stax', lambda k: f'{t[k] * 1e3:.2f}')} "
-            f"| {cell('inductor', lambda k: f'{e / t[k]:.2f}')} | {cell('stax', lambda k: f'{e / t[k]:.2f}')} "
-            f"| {cell('inductor', lambda k: f'{bw[k]:.0f}%') if r['memory_bound'] else '—'} "
-            f"| {cell('stax', lambda k: f'{bw[k]:.0f}%') if r['memory_bound'] else '—'} "
-            f"| {r['compile_s'].get('inductor', float('nan')):.2f} | {r['compile_s'].get('stax', float('nan')):.2f} "
-            f"| {'/'.join('y' if r['correct'].get(k) else 'n' for k in ('inductor', 'stax'))} |"
+            f"| {r['name']} | {e * 1e3:.2f} | {_fmt(ms['inductor'], '.2f')} | {_fmt(ms['stax'], '.2f')} "
+            f"| {_fmt(sp['inductor'], '.2f')} | {_fmt(sp['stax'], '.2f')} | {_fmt(bw['inductor'], '.0f', '%')} "
+            f"| {_fmt(bw['stax'], '.0f', '%')} | {_fmt(r['compile_s'].get('inductor'), '.2f')} "
+            f"| {_fmt(r['compile_s'].get('stax'), '.2f')} | {ok} |"
         )
-    rows.append(f"\ngeomean speedup over eager: inductor {geomean(sp['inductor']):.2f}x, "
-                f"stax {geomean(sp['stax']):.2f}x")
+    rows.append(f"\ngeomean speedup over eager: inductor {geomean(speedups['inductor']):.2f}x, "
+                f"stax {geomean(speedups['stax']):.2f}x")
     ci = [r["compile_s"]["inductor"] for r in results if "inductor" in r["compile_s"]]
     cs = [r["compile_s"]["stax"] for r in results if "stax" in r["compile_s"]]
     if ci and cs:

@@ -4,8 +4,8 @@ bandwidth can be compared with the machine's copy bandwidth."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 import torch.nn.functional as F

@@ -80,7 +80,8 @@ def test_every_op_has_a_cpp_row():
     "d", [dt.float32, dt.float64, dt.float16, dt.bfloat16, dt.int8, dt.uint8, dt.int16, dt.int32, dt.int64, dt.bool_],
     ids=str,
 )
-def test_ops(d, cfg):
+def test_ops(d, level_cfg):
+    cfg = level_cfg
     rng = np.random.default_rng(0)
     a, b = _grid(d, rng)
     n = len(a)
@@ -107,6 +108,10 @@ def test_ops(d, cfg):
             value = ir.op(name, *[la, second][: o.arity])
         nodes.append(pointwise(f"op_{name}", (n,), value))
         tested[f"op_{name}"] = name
+        if o.arity == 2 and name not in ("where",):  # a literal operand: C++ literal types must match
+            lit = ir.const(True if d.is_bool else (3 if not d.is_floating else 2.5), d)
+            nodes.append(pointwise(f"op_{name}_lit", (n,), ir.op(name, la, lit)))
+            tested[f"op_{name}_lit"] = name
     assert len(nodes) > 10
     g = ir.Graph(inputs, nodes, [x.name for x in nodes])
     vals = {"a": a, "b": b, "b_nz": b_nz, "b_pow": b_pow, "c": c}
@@ -116,7 +121,8 @@ def test_ops(d, cfg):
         od = node.layout.dtype
         if name == "truncdiv" and d.is_integer:
             # the interpreter's abs()-based truncdiv is wrong for INT_MIN (abs wraps); eager is C division
-            r = _c_truncdiv(a, b_nz, d)
+            divisor = np.full_like(a, 3) if node.name.endswith("_lit") else b_nz
+            r = _c_truncdiv(a, divisor, d)
         if name in EXACT or not od.is_floating:
             assert_close(o, r, od, what=f"{name}[{d}]")
         else:

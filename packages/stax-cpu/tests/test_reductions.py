@@ -62,7 +62,8 @@ TOL = {dt.float32: (2e-5, 1e-5), dt.float64: (1e-12, 1e-12), dt.float16: (4e-3, 
 @pytest.mark.parametrize(
     "d", [dt.float32, dt.float64, dt.float16, dt.bfloat16, dt.int32, dt.int64, dt.int8, dt.uint8, dt.bool_], ids=str
 )
-def test_reductions(d, cfg):
+def test_reductions(d, level_cfg):
+    cfg = level_cfg
     x = contiguous("x", SHAPE, d)
     nodes = []
     for rtype in REDUCTIONS:

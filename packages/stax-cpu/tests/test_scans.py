@@ -3,13 +3,11 @@ outer axis, compiled vs the interpreter: the axis loop runs last and sequentiall
 
 import numpy as np
 import pytest
-
+from cpu_harness import assert_close, contiguous, run_both, single_kernel
 from stax import ir
 from stax.ir import dtypes as dt
 from stax.ir.graph import Scan
 from stax.ir.ops import SCANS, scan_result_dtype
-
-from cpu_harness import assert_close, contiguous, run_both, single_kernel
 
 SHAPE = (6, 37)
 

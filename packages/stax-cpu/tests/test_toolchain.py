@@ -89,3 +89,23 @@ def test_cxx_env_var_is_honoured(tmp_path, monkeypatch):
     monkeypatch.setenv("CXX", str(wrapper))
     _check(compile_schedule(make_schedule(_graph(7.0)), config=CpuConfig(cache_dir=str(tmp_path / "c"))), 7.0)
     assert log.exists() and os.path.getsize(log) > 0
+
+
+def test_many_kernels_split_into_parallel_units(tmp_path, caplog):
+    """A graph of 20 kernels compiles as 2 units in parallel (2 workers), each holding ~10 kernels."""
+    x = contiguous("x", (11,))
+    nodes, prev = [], "x"
+    for k in range(20):
+        nodes.append(pointwise(f"b{k}", (11,), ir.op("add", ir.load(prev, i0, F32), ir.const(1.0, F32))))
+        prev = f"b{k}"
+    g = ir.Graph([x], nodes, [prev])
+    from stax.sched import Kernel, MemoryPlan, Schedule
+
+    sched = Schedule(g, tuple(Kernel(f"kernel{k}", "pointwise", (n.name,), ((11,), ())) for k, n in enumerate(nodes)),
+                     MemoryPlan())
+    cfg = CpuConfig(cache_dir=str(tmp_path), compile_workers=2)
+    with caplog.at_level(logging.INFO, logger="stax.cpu"):
+        mod = compile_schedule(sched, config=cfg)
+    assert "compiling 2 C++ unit(s)" in caplog.text
+    x_in = np.arange(11, dtype=np.float32)
+    np.testing.assert_array_equal(mod.call([x_in])[0], x_in + 20)

@@ -6,12 +6,10 @@ import math
 
 import numpy as np
 import pytest
-
+from cpu_harness import contiguous, pointwise, run_both, single_kernel
 from stax import ir
 from stax.cpu import CpuConfig
 from stax.ir import dtypes as dt
-
-from cpu_harness import contiguous, pointwise, run_both, single_kernel
 
 F32 = dt.float32
 SPECIAL = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 1.17e-38, 3.4e38, -3.4e38]

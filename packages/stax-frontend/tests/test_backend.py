@@ -50,8 +50,8 @@ def test_fallback_single_and_multi_output(caplog):
     a multi-output op is one call returning a tuple plus one selection per output."""
     x = make(torch.float32, (8, 16))
     with caplog.at_level(logging.INFO, logger="stax.frontend.fallback"):
-        m = check(lambda a: (torch.sort(a, -1)[0] * 2, torch.sort(a, -1)[1], torch.cumsum(a, 0) + 1), x, fallbacks=None)
-    assert set(m.fallback_ops) == {"sort.default", "cumsum.default"}
+        m = check(lambda a: (torch.sort(a, -1)[0] * 2, torch.sort(a, -1)[1], torch.erfinv(a * 0.3) + 1), x, fallbacks=None)
+    assert dict(m.fallback_ops) == {"sort.default": 1, "erfinv.default": 1}  # one sort call for both outputs
     assert "fallback to ATen: aten.sort.default" in caplog.text
 
 
@@ -82,7 +82,7 @@ def test_debug_dump_files(tmp_path, caplog):
         run_stax(lambda a: a.exp().sum(-1), x)
     (d,) = list(tmp_path.iterdir())
     names = {p.name for p in d.iterdir()}
-    assert names == {"aten_graph.txt", "ir.txt", "schedule.txt", "source.txt", "lowering.txt"}
+    assert names >= {"aten_graph.txt", "ir.txt", "schedule.txt", "source.txt", "lowering.txt"}
     assert "aten.exp" in (d / "aten_graph.txt").read_text()
     assert "Reduction(" in (d / "ir.txt").read_text()
     assert "fusion log:" in (d / "schedule.txt").read_text()
@@ -114,3 +114,27 @@ def test_interpret_runtime_matches():
     x = make(torch.float32, (8, 16))
     with config.patch(runtime="interpret"):
         check(lambda a: (a.softmax(-1), (a @ a.t()).sum(0), torch.sort(a)[0]), x, fallbacks=1)
+
+
+def test_symbolic_shapes_run_eagerly_not_crash():
+    """A second shape makes dynamo retrace with symbolic sizes: Stax (static shapes only)
+    runs that graph eagerly, with the right answer, instead of failing."""
+    f = torch.compile(lambda a: (a * 2).sum(-1), backend="stax")  # dynamic=None: automatic dynamic shapes
+    with config.patch(strict=False):
+        for n in (5, 7, 9):
+            x = torch.randn(n, 6)
+            torch.testing.assert_close(f(x), (x * 2).sum(-1))
+    m = metrics.snapshot()
+    assert m.graphs_compiled >= 1 and m.graphs_failed >= 1
+
+
+def test_effect_only_op_is_a_fallback_call():
+    """Ops run only for their effect (an async assertion) are explicit fallback calls."""
+    x = make(torch.float32, (6, 10))
+
+    def f(a):
+        torch._assert_async((a > -100).all(), "finite input")
+        return a * 2
+
+    m = check(f, x, fallbacks=None)
+    assert set(m.fallback_ops) == {"_assert_async.msg"}

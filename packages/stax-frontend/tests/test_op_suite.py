@@ -55,6 +55,7 @@ CASES = [
     ("repeat", lambda x: x.repeat(2, 1, 2), [S], F32),
     ("split_cat", lambda x: torch.cat(x.split([2, 4], 1)[::-1], 1), [S], F32),
     ("tril", lambda x: x.tril(1), [S], F32),
+    ("unfold", lambda x: x.unfold(2, 3, 2) * 2, [S], F32),
     # indexing
     ("gather", lambda x, i: x.gather(1, i), [S, ("int", (4, 3, 8), 6)], F32),
     ("index_select", lambda x, i: x.index_select(1, i), [S, ("int", (5,), 6)], F32),

@@ -190,3 +190,10 @@ def test_clamp_and_masked_fill():
 def test_nan_and_inf_propagate():
     x = torch.tensor([[float("nan"), float("inf"), -float("inf"), 0.0, -1.0, 2.0]])
     check(lambda a: (a.relu(), a.exp(), torch.maximum(a, torch.zeros_like(a)), a.isnan(), a.sigmoid()), x)
+
+
+def test_sign_bits_nan_ignoring_and_hypot():
+    a = torch.tensor([[-0.0, 0.0, -2.0, 3.0, float("nan"), 1.0, -float("inf"), 2.5]])
+    b = torch.tensor([[1.0, -0.0, float("nan"), -1.0, 2.0, float("nan"), 4.0, -0.0]])
+    check(lambda x, y: (torch.signbit(x), torch.copysign(y.nan_to_num(), x.nan_to_num()), torch.fmax(x, y),
+                        torch.fmin(x, y), torch.hypot(x.nan_to_num(), y.nan_to_num())), a, b)

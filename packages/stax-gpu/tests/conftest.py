@@ -8,7 +8,8 @@ decoration time, so it is set here, at conftest import, before any test module.
 import os
 import tempfile
 
-if os.environ.get("STAX_TEST_DEVICE", "cpu") != "cuda":
+# STAX_TEST_AOT=1 (developer tool): compile each test's kernels for sm_90 instead of running them
+if os.environ.get("STAX_TEST_DEVICE", "cpu") != "cuda" and os.environ.get("STAX_TEST_AOT") != "1":
     os.environ["TRITON_INTERPRET"] = "1"
 os.environ.setdefault("STAX_CACHE_DIR", tempfile.mkdtemp(prefix="stax-gpu-tests-"))
 

@@ -4,7 +4,6 @@ value ranges prove them, and the log_softmax + nll_loss pattern in one kernel.""
 import numpy as np
 import pytest
 from gpu_testlib import config, f32, i0, i1, i64, inp, kernel_src, pw, r0, red, run
-
 from stax.ir import Graph, IndexValue, const, load, op
 from stax.ir import cast as ir_cast
 from stax.ir.index import var

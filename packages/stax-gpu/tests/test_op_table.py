@@ -9,13 +9,12 @@ runs, compared at the same tolerances.
 
 import numpy as np
 import pytest
-from gpu_testlib import ON_CUDA, b8, config, f16, f32, f64, i0, i8, i32, i64, inp, pw, run, u8
-
+from gpu_testlib import b8, config, f16, f32, f64, i0, i8, i32, i64, inp, pw, run, u8
 from stax.gpu.reductions import SCANS as TRITON_SCANS
 from stax.gpu.triton_ops import TRITON_OPS, TRITON_REDUCTIONS
 from stax.ir import OPS, REDUCTIONS, SCANS, WELFORD_OUTPUTS, Graph, load, op
 from stax.ir import dtypes as dt
-from stax.ir.ops import BOOL, FLOAT, INT, RANDOM, SAME, WHERE
+from stax.ir.ops import BOOL, FLOAT, INT, SAME, WHERE
 
 N = 96
 EXACT = dict(rtol=0, atol=0)
@@ -159,9 +158,3 @@ def test_integer_division_by_zero_raises(name):
 def test_negative_integer_power_raises():
     with pytest.raises(ValueError, match="negative integer powers"):
         run(_graph("pow", i32, 2), arrays={"a1": -np.ones(N, np.int32)})
-
-
-@pytest.mark.skipif(ON_CUDA, reason="portable math is the interpreter's column")
-def test_rand_randn_rows_exist():
-    assert OPS["rand"].dtype_rule == RANDOM and TRITON_OPS["rand"].int == "tl.rand({0}, {1})"
-    assert INT not in (OPS["rand"].dtype_rule,)

@@ -17,7 +17,6 @@ from gpu_testlib import (
     pw,
     run,
 )
-
 from stax.gpu import compile_schedule
 from stax.gpu.plan import plan_kernels
 from stax.gpu.testing import build_schedule
@@ -167,10 +166,19 @@ def test_integer_arithmetic_and_dtype_casts():
 
 
 def test_rand_matches_the_reference_philox_bit_for_bit():
-    """tl.rand / tl.randn and stax.ir.rng are the same Philox4x32-10 stream."""
+    """tl.rand and stax.ir.rng are the same Philox4x32-10 stream: identical bits."""
     n = 100
     seed = load("seed", 0, i64)
     off = op("add", index_value(i0, i64), const(1000, i64))
-    g = Graph((inp("seed", (), i64),), (pw("buf0", (n,), op("rand", seed, off)), pw("buf1", (n,), op("randn", seed, off))),
-              ("buf0", "buf1"))
-    run(g, groups=[["buf0", "buf1"]], arrays={"seed": np.array(12345, np.int64)}, tol=dict(rtol=1e-5, atol=1e-6))
+    g = Graph((inp("seed", (), i64),), (pw("buf0", (n,), op("rand", seed, off)),), ("buf0",))
+    run(g, arrays={"seed": np.array(12345, np.int64)}, tol=dict(rtol=0, atol=0))
+
+
+def test_randn_matches_the_reference():
+    """tl.randn: Box-Muller on the same words; on a GPU tl.log/tl.cos are the approximate
+    hardware functions (|error| <= 2^-20 relative to a result of magnitude <= ~5), hence 1e-5."""
+    n = 100
+    seed = load("seed", 0, i64)
+    off = op("add", index_value(i0, i64), const(77, i64))
+    g = Graph((inp("seed", (), i64),), (pw("buf0", (n,), op("randn", seed, off)),), ("buf0",))
+    run(g, arrays={"seed": np.array(99, np.int64)}, tol=dict(rtol=1e-5, atol=1e-5))

@@ -25,7 +25,6 @@ from gpu_testlib import (
     red,
     run,
 )
-
 from stax.gpu import compile_schedule
 from stax.gpu.plan import plan_kernels
 from stax.gpu.testing import build_schedule

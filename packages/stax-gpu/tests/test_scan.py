@@ -3,7 +3,6 @@
 import numpy as np
 import pytest
 from gpu_testlib import config, f32, i0, i1, i64, inp, lay, pw, run
-
 from stax.ir import ComputedBuffer, Graph, Scan, load, op
 
 LOOPED = dict(persistent_reduction_max=8, r0_block_cap=8, xblock_cap=4)

@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 import torch
 from gpu_testlib import DEVICE, config, f32, i0, i1, inp, lay, make_inputs, pw, r0, red, run
-
 from stax.gpu import compile_schedule
 from stax.gpu.testing import build_schedule
 from stax.ir import ExternKernel, Graph, const, load, op

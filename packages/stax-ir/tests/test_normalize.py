@@ -15,14 +15,12 @@ c0, c1, c2 = var("c", 0), var("c", 1), var("c", 2)
 
 def addresses(index, pairs) -> np.ndarray:
     """Row-major address sequence of `index` over loop variables (reference, no normalization)."""
-    vars_ = [v for v, _ in pairs]
     sizes = [s for _, s in pairs]
     env = {}
     for k, (v, s) in enumerate(pairs):
         shape = [1] * len(pairs)
         shape[k] = s
         env[v] = np.arange(s, dtype=np.int64).reshape(shape)
-    del vars_
     out = np.asarray(evaluate(sympy.sympify(index), env), dtype=np.int64)
     return np.broadcast_to(out, tuple(sizes)).reshape(-1)
 

@@ -103,3 +103,27 @@ def test_schedule_str_and_hash_are_deterministic(policy):
     a, b = schedule(example_7_2_cpu(), policy), schedule(example_7_2_cpu(), policy)
     assert str(a) == str(b) and a.content_hash() == b.content_hash()
     assert "kernel0" in str(a) and "memory plan" in str(a)
+
+
+EXAMPLE_7_2_CPU_LOG = [
+    "cannot fuse op0 with op1: incompatible iteration spaces: ((64,), (128,)) vs ((8192,), ()) "
+    "(outer loop fusion depth 0)",
+    "cannot fuse op0 with op2: incompatible iteration spaces: ((64,), (128,)) vs ((8192,), ()) "
+    "(outer loop fusion depth 0)",
+    "found 1 possible fusions",
+    "score op1 op2: (tau=1, sigma=32768, omega=1, -delta=-1)",
+    "fusing op1 with op2",
+    "op1_op2: FusedSchedulerNode(SchedulerNode,SchedulerNode)",
+    "op1_op2: SAME_VARS_REDUCE, score (tau=1, sigma=32768, omega=1, -delta=-1)",
+    "cannot fuse op0 with op1_op2: incompatible iteration spaces: ((64,), (128,)) vs ((8192,), ()) "
+    "(outer loop fusion depth 0)",
+    "found 0 possible fusions",
+]
+
+
+def test_example_7_2_cpu_full_log(caplog):
+    """The whole fusion log of Example 7.2 on the CPU, line by line (README shows the same)."""
+    with caplog.at_level(logging.DEBUG, logger="stax.sched.fusion"):
+        schedule(example_7_2_cpu())
+    assert fusion_lines(caplog) == EXAMPLE_7_2_CPU_LOG
+

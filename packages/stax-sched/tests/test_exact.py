@@ -5,8 +5,6 @@ import random
 from book_graphs import example_7_1, example_7_2_cpu
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_cycle import _closure_has_cycle
-
 from stax.sched import CpuPolicy, GpuPolicy, schedule
 from stax.sched.can_fuse import fusion_legality
 from stax.sched.create_nodes import create_nodes
@@ -14,6 +12,7 @@ from stax.sched.exact import optimal_fusion, traffic
 from stax.sched.nodes import LoopFusion
 from stax.sched.random_graphs import random_graph
 from stax.sched.topo import topological_sort
+from test_cycle import _closure_has_cycle
 
 
 def kernels_as_partition(s):

@@ -54,8 +54,8 @@ def assert_same_outputs(graph, got, want):
         np.testing.assert_allclose(got[o], want[o], rtol=2e-6, atol=1e-6, err_msg=o)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.integers(0, 2**31), st.integers(2, 12), st.sampled_from(range(len(POLICIES))))
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**31), st.integers(2, 16), st.sampled_from(range(len(POLICIES))))
 def test_random_schedules_are_valid_executions(seed, n, p):
     rng = random.Random(seed)
     graph = random_graph(rng, n)

@@ -24,6 +24,9 @@ class CpuConfig:
     vectorize: bool = True  # emit the vectorized kernel form where legal
     tile: bool = True  # emit 2-D tiled loops for transpose-like access (§8.2)
     min_chunk: int = 512  # Algorithm 8.1's minimum iterations per thread (m)
+    # outputs at least this large use non-temporal vector stores; off by default: with freshly
+    # page-faulted output buffers (every call of a torch/numpy allocator) they measured slower
+    stream_bytes: int | None = None
     compile_workers: int | None = None  # parallel g++ processes; None: os.cpu_count()
 
     def __post_init__(self):

@@ -234,10 +234,9 @@ def literal(value, d: dt.DType) -> str:
     if d.is_bool:
         return "true" if value else "false"
     if d.is_integer:
-        v = int(value)
-        if v == -(2**63):
-            return "(-9223372036854775807LL - 1)"
-        return f"static_cast<{d.ctype}>({v}LL)" if d != dt.int64 else f"{v}LL"
+        v = int(value)  # typed exactly (int64_t is `long`, not `long long`): templates must deduce one type
+        text = "(-9223372036854775807LL - 1)" if v == -(2**63) else f"{v}LL"
+        return f"{d.ctype}({text})" if v >= 0 else f"{d.ctype}{text}" if text.startswith("(") else f"{d.ctype}({text})"
     f = float(dt.round_to(np.asarray([value], dtype=np.float64), d)[0]) if is_half(d) else float(value)
     single = dt.compute_dtype(d) == dt.float32
     if math.isnan(f):

@@ -12,7 +12,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import sympy
-
 from stax.ir import Constant, Graph, IndexValue, Load, Op, Reduction, walk
 from stax.ir import dtypes as dt
 from stax.ir.index import as_int
@@ -58,6 +57,7 @@ class KernelContext:
     index_loads: list = field(default_factory=list)
     counter: int = 0
     local: dict = field(default_factory=dict)  # buffer -> LocalBuffer (kernel-local scratch)
+    streaming: frozenset = frozenset()  # outputs large enough for non-temporal vector stores
 
     def ptr(self, buf: str) -> str:
         if buf in self.local:
@@ -193,9 +193,10 @@ class Accumulator:
 class KernelEmitter:
     """Emits loops and bodies for the nests of one kernel (the scalar form)."""
 
-    def __init__(self, ctx: KernelContext, threads: int, min_chunk: int, vector_bytes: int = 0):
+    def __init__(self, ctx: KernelContext, threads: int, min_chunk: int, vector_bytes: int = 0, tile: bool = True):
         self.ctx, self.threads, self.min_chunk = ctx, threads, min_chunk
         self.vector_bytes = vector_bytes
+        self.tile = tile
         self.vectorized = False
 
     # ---- loops ----
@@ -247,9 +248,12 @@ class KernelEmitter:
 
     # ---- one group of nodes sharing loops from `start` on ----
     def emit_group(self, lines: Lines, group: list[NodeLoops], start: int) -> None:
-        plan = plan_vector(group, start, self.vector_bytes)
+        plan = plan_vector(group, start, self.vector_bytes, self.tile)
         if plan is None:
             self.emit_scalar_group(lines, group, start)
+        elif plan.tile_dim is not None:
+            self.vectorized = True
+            self.emit_tiled_group(lines, group, start, plan)
         else:
             self.vectorized = True
             self.emit_vector_group(lines, group, start, plan)
@@ -305,6 +309,43 @@ class KernelEmitter:
                 lines(f"const int64_t x{k}_tail = x{k};")
                 with lines.block(f"for (int64_t x{k} = x{k}_tail; x{k} < {size}; x{k} += 1)"):
                     tail()
+
+    def emit_tiled_group(self, lines: Lines, group: list[NodeLoops], start: int, plan: VecPlan) -> None:
+        """§8.2: loops `dim` and `tile_dim` walk TxT tiles (outer loops in order, so the parallel
+        pragma still applies); inside a tile, `tile_dim` then the vectorized `dim` innermost."""
+        head = group[0]
+        sizes, v, t, edge = head.sizes, plan.dim, plan.tile_dim, plan.tile
+        stack: list = []
+        for k in range(start, len(sizes)):
+            step, name = (edge, f"x{k}_t") if k in (v, t) else (1, f"x{k}")
+            cm = lines.block(f"for (int64_t {name} = 0; {name} < {sizes[k]}; {name} += {step})")
+            cm.__enter__()
+            stack.append(cm)
+
+        def end(k):
+            return f"x{k}_t + {edge}" if sizes[k] % edge == 0 else f"std_min(x{k}_t + {edge}, {sizes[k]})"
+
+        lines(f"const int64_t x{v}_end = {end(v)};")
+        cm = lines.block(f"for (int64_t x{t} = x{t}_t; x{t} < {end(t)}; x{t} += 1)")
+        cm.__enter__()
+        stack.append(cm)
+        w = plan.lanes
+        with lines.block(f"for (int64_t x{v} = x{v}_t; x{v} < x{v}_end; x{v} += {w})"):
+            def full():
+                body = VecBody(self.ctx, lines, {}, plan, ScalarBody(self.ctx, lines, {}))
+                for nl in group:
+                    body.store(nl, *body.value(nl, nl.node.body.value))
+
+            if not plan.tail:
+                full()
+            else:
+                with lines.block(f"if (x{v} + {w} <= x{v}_end)"):
+                    full()
+                with lines.block("else"):
+                    lines(f"const int64_t x{v}_tail = x{v};")
+                    with lines.block(f"for (int64_t x{v} = x{v}_tail; x{v} < x{v}_end; x{v} += 1)"):
+                        self._scalar_bodies(lines, group, [])
+        self.close_loops(stack, len(stack))
 
     def emit_vector_group(self, lines: Lines, group: list[NodeLoops], start: int, plan: VecPlan) -> None:
         head = group[0]
@@ -462,7 +503,8 @@ def _local_buffers(nests: list[Nest], escaping: set) -> dict:
             inner = {v: c for v, c in coeffs.items() if v not in outer}
             extent = dense_extent(inner, dict(zip(pv, nl.sizes)))
             d = nl.node.layout.dtype
-            if extent is None or extent * d.itemsize > LOCAL_BYTES:
+            # one element per outer iteration (a row statistic) stays a buffer, as in Example 7.1
+            if extent is None or extent <= 1 or extent * d.itemsize > LOCAL_BYTES:
                 continue
             out[name] = LocalBuffer(f"local_{name}", co.storage_ctype(d), max(extent, 1),
                                     {v: sympy.Integer(0) for v in outer}, int(base))
@@ -470,7 +512,8 @@ def _local_buffers(nests: list[Nest], escaping: set) -> dict:
 
 
 def emit_kernel(kernel: Kernel, graph: Graph, threads: int, min_chunk: int = 512, merge: bool = True,
-                vector_bytes: int = 0, escaping: set | None = None) -> KernelSource:
+                vector_bytes: int = 0, escaping: set | None = None, tile: bool = True,
+                stream_bytes: int | None = None) -> KernelSource:
     """C++ source of one kernel of the schedule (vectorized where `vector_bytes` allows).
 
     `escaping`: buffers read outside this kernel (or graph outputs); the others may become
@@ -479,24 +522,32 @@ def emit_kernel(kernel: Kernel, graph: Graph, threads: int, min_chunk: int = 512
     ctx = KernelContext(kernel.name, graph)
     if escaping is not None:
         ctx.local = _local_buffers(nests, escaping)
+    if stream_bytes is not None:
+        ctx.streaming = frozenset(b for b in kernel.nodes
+                                  if b not in ctx.local and graph.buffer_layout(b).nbytes() >= stream_bytes)
     written = list(kernel.nodes)
     for name in kernel.nodes:
         for ld in (n for n in walk(graph.node(name).body.value) if isinstance(n, Load)):
             if ld.buffer not in written and ld.buffer not in ctx.in_ptrs:
                 ctx.in_ptrs[ld.buffer] = f"in_ptr{len(ctx.in_ptrs)}"
     ctx.out_ptrs = {b: f"out_ptr{k}" for k, b in enumerate(b for b in written if b not in ctx.local)}
-    emitter = KernelEmitter(ctx, threads, min_chunk, vector_bytes)
+    emitter = KernelEmitter(ctx, threads, min_chunk, vector_bytes, tile)
     depths = [emitter.nest_depth(n) for n in nests]
     body = Lines(1)
-    region = len(nests) > 1 and any(depths)
+    streams = bool(ctx.streaming)  # decided per store; the fence below is cheap when unused
+    region = (len(nests) > 1 or streams) and any(depths)
     if region:
         body(f"#pragma omp parallel num_threads({threads})")
         with body.block(""):
             for nest, d in zip(nests, depths):
                 emitter.emit_nest(body, nest, d, in_region=True)
+            if streams:
+                body("__builtin_ia32_sfence();  // order this thread's streaming stores")
     else:
         for nest, d in zip(nests, depths):
             emitter.emit_nest(body, nest, d, in_region=False)
+        if streams:
+            body("__builtin_ia32_sfence();")
     code = f"{_signature(ctx)}\n{{\n{body.text()}\n    return (int)err[0];\n}}\n"
     params = tuple(ctx.in_ptrs) + tuple(ctx.out_ptrs)
     return KernelSource(kernel.name, code, params, tuple(ctx.index_loads), emitter.vectorized,

@@ -17,12 +17,18 @@ typedef __UINT16_TYPE__ uint16_t;
 typedef __UINT32_TYPE__ uint32_t;
 typedef __UINT64_TYPE__ uint64_t;
 extern "C" float lgammaf_r(float, int*);
+// stax.ir's index printer emits std::min<int64_t> / std::max<int64_t> (no <algorithm> here: compile time)
+namespace std {
+template <class T> constexpr const T& min(const T& a, const T& b) { return b < a ? b : a; }
+template <class T> constexpr const T& max(const T& a, const T& b) { return a < b ? b : a; }
+}
 extern "C" double lgamma_r(double, int*);
 
 static inline int64_t stax_floordiv(int64_t a, int64_t b) {
     int64_t q = a / b;
     return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
+static inline int64_t std_min(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t stax_mod(int64_t a, int64_t b) {
     int64_t r = a % b;
     return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;

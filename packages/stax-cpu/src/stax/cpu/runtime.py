@@ -84,10 +84,14 @@ class _Interface:
 class NumpyAllocator:
     """Buffers are numpy arrays; strides in elements; data_ptr is the address of element 0."""
 
+    ALIGN = 64  # bytes: whole cache lines / AVX-512 vectors (streaming stores need it)
+
     def empty_strided(self, sizes, strides, dtype: dt.DType) -> np.ndarray:
         npdt = storage_numpy_dtype(dtype)
         n = 0 if any(s == 0 for s in sizes) else 1 + sum((s - 1) * st for s, st in zip(sizes, strides))
-        flat = np.empty(max(n, 1), dtype=npdt)
+        raw = np.empty(max(n, 1) * npdt.itemsize + self.ALIGN, dtype=np.uint8)
+        skip = -raw.__array_interface__["data"][0] % self.ALIGN
+        flat = raw[skip:skip + max(n, 1) * npdt.itemsize].view(npdt)
         return np.lib.stride_tricks.as_strided(flat, tuple(sizes), tuple(st * npdt.itemsize for st in strides))
 
     @staticmethod

@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import sympy
-
 from stax.ir import Constant, IndexValue, Load, Op, walk
 from stax.ir import dtypes as dt
 from stax.ir.index import as_int
@@ -45,6 +44,8 @@ class VecPlan:
     lanes: int
     vertical: bool  # a pointwise loop vectorized around reduction loops
     tail: bool  # the loop size is not a multiple of lanes
+    tile_dim: int | None = None  # 2-D tiled form (§8.2): the other tiled loop
+    tile: int = 0  # tile edge (elements)
 
 
 def _body_ok(nl: NodeLoops) -> bool:
@@ -57,6 +58,22 @@ def _body_ok(nl: NodeLoops) -> bool:
         if isinstance(n, Op) and n.name == "where" and any(a.dtype.is_bool for a in n.args[1:]):
             return False
     return nl.node.layout.dtype.name in VTYPE
+
+
+def _strided_partner(group: list[NodeLoops], dim: int, start: int) -> int | None:
+    """A loop along which an access that is strided along `dim` is contiguous (transpose-like)."""
+    x = loop_var(dim)
+    n = len(group[0].sizes)
+    for nl in group:
+        accesses = [nl.store_index()] + [nl.index(m.index) for m in walk(nl.node.body.value) if isinstance(m, Load)]
+        for idx in accesses:
+            co_ = linear_coeffs(idx, [loop_var(k) for k in range(n)])
+            if co_ is None or co_.get(x, 0) in (0, 1):
+                continue
+            for k in range(start, n):
+                if k != dim and co_.get(loop_var(k), 0) == 1:
+                    return k
+    return None
 
 
 def _access_score(group: list[NodeLoops], dim: int) -> int:
@@ -76,8 +93,11 @@ def _access_score(group: list[NodeLoops], dim: int) -> int:
     return score
 
 
-def plan_vector(group: list[NodeLoops], start: int, vector_bytes: int) -> VecPlan | None:
-    """The vector form for a group of nodes sharing loops from `start`, or None (scalar form)."""
+def plan_vector(group: list[NodeLoops], start: int, vector_bytes: int, tile: bool = True) -> VecPlan | None:
+    """The vector form for a group of nodes sharing loops from `start`, or None (scalar form).
+
+    Pointwise groups may vectorize any loop (the one with the most contiguous bytes) and
+    tile it with a loop along which the remaining strided accesses are contiguous."""
     head = group[0]
     n = len(head.sizes)
     if vector_bytes == 0 or n == 0 or n - 1 < start:
@@ -89,6 +109,15 @@ def plan_vector(group: list[NodeLoops], start: int, vector_bytes: int) -> VecPla
                                        or nl.node.body.value.dtype.is_bool for nl in reds)):
         return None
     lanes = vector_bytes // 4
+    if tile and not reds and n - start >= 2:
+        dim = max(range(start, n), key=lambda k: (_access_score(group, k), k))
+        partner = _strided_partner(group, dim, start)
+        if partner is None and dim != n - 1:
+            partner = n - 1
+        if partner is not None and head.sizes[dim] >= lanes:
+            edge = max(2 * lanes, 16)
+            return VecPlan(dim, lanes, False, head.sizes[dim] % edge != 0 or head.sizes[dim] % lanes != 0,
+                           partner, edge)
     cands = [n - 1]
     if head.nred and head.npoint and head.npoint - 1 >= start:
         cands.append(head.npoint - 1)
@@ -242,8 +271,9 @@ class VecBody:
         idx = self.ctx.localize(nl.node.name, nl.store_index())
         lin = linear_coeffs(idx, [self.x])
         if lin is not None and lin.get(self.x, 0) == 1:
+            plain = "stax::vec::stream" if nl.node.name in self.ctx.streaming else "stax::vec::storeu"
             fn = {"float16": "stax::vec::store_f16", "bfloat16": "stax::vec::store_bf16",
-                  "bool": "stax::vec::store_bool"}.get(d.name, "stax::vec::storeu")
+                  "bool": "stax::vec::store_bool"}.get(d.name, plain)
             self.lines(f"{fn}({ptr} + {to_c(idx)}, {v});")
             return
         val = f"({v}[l] != 0)" if d.is_bool else co.store_expr(d, f"{v}[l]")

@@ -13,6 +13,11 @@ VEC_MATH = r"""
 namespace stax { namespace vec {
 #define STAX_VF(c) ((vfloat){} + (float)(c))
 #define STAX_VI(c) ((vint32){} + (int32_t)(c))
+static inline vfloat fmadd(vfloat a, vfloat b, vfloat c) {  // one rounding: vfmadd (GCC vectorizes this)
+    vfloat r;
+    for (int i = 0; i < W; ++i) r[i] = __builtin_fmaf(a[i], b[i], c[i]);
+    return r;
+}
 static inline vfloat copysign_v(vfloat mag, vfloat sgn) {
     return (vfloat)(((vint32)mag & STAX_VI(0x7fffffff)) | ((vint32)sgn & STAX_VI(0x80000000u)));
 }
@@ -25,11 +30,11 @@ static inline vfloat exp(vfloat x) {
     r = r - n * -2.12194440e-4f;
     vfloat z = r * r;
     vfloat y = STAX_VF(1.9875691500E-4f);
-    y = y * r + 1.3981999507E-3f;
-    y = y * r + 8.3334519073E-3f;
-    y = y * r + 4.1665795894E-2f;
-    y = y * r + 1.6666665459E-1f;
-    y = y * r + 5.0000001201E-1f;
+    y = fmadd(y, r, STAX_VF(1.3981999507E-3f));
+    y = fmadd(y, r, STAX_VF(8.3334519073E-3f));
+    y = fmadd(y, r, STAX_VF(4.1665795894E-2f));
+    y = fmadd(y, r, STAX_VF(1.6666665459E-1f));
+    y = fmadd(y, r, STAX_VF(5.0000001201E-1f));
     y = y * z + r + 1.0f;
     vint32 ni = __builtin_convertvector(n, vint32);
     vint32 n1 = ni >> 1, n2 = ni - n1;  // 2^n in two factors: subnormal results stay exact-ish
@@ -48,14 +53,14 @@ static inline vfloat log(vfloat x) {
     m = small ? m + m - 1.0f : m - 1.0f;
     vfloat z = m * m;
     vfloat y = STAX_VF(7.0376836292E-2f);
-    y = y * m - 1.1514610310E-1f;
-    y = y * m + 1.1676998740E-1f;
-    y = y * m - 1.2420140846E-1f;
-    y = y * m + 1.4249322787E-1f;
-    y = y * m - 1.6668057665E-1f;
-    y = y * m + 2.0000714765E-1f;
-    y = y * m - 2.4999993993E-1f;
-    y = y * m + 3.3333331174E-1f;
+    y = fmadd(y, m, STAX_VF(-1.1514610310E-1f));
+    y = fmadd(y, m, STAX_VF(1.1676998740E-1f));
+    y = fmadd(y, m, STAX_VF(-1.2420140846E-1f));
+    y = fmadd(y, m, STAX_VF(1.4249322787E-1f));
+    y = fmadd(y, m, STAX_VF(-1.6668057665E-1f));
+    y = fmadd(y, m, STAX_VF(2.0000714765E-1f));
+    y = fmadd(y, m, STAX_VF(-2.4999993993E-1f));
+    y = fmadd(y, m, STAX_VF(3.3333331174E-1f));
     y = y * (m * z);
     vfloat fe = __builtin_convertvector(e, vfloat);
     y = y + fe * -2.12194440e-4f;
@@ -70,10 +75,10 @@ static inline vfloat log(vfloat x) {
 static inline vfloat tanh(vfloat x) {
     vfloat z = x * x;
     vfloat p = STAX_VF(-5.70498872745E-3f);
-    p = p * z + 2.06390887954E-2f;
-    p = p * z - 5.37397155531E-2f;
-    p = p * z + 1.33314422036E-1f;
-    p = p * z - 3.33332819422E-1f;
+    p = fmadd(p, z, STAX_VF(2.06390887954E-2f));
+    p = fmadd(p, z, STAX_VF(-5.37397155531E-2f));
+    p = fmadd(p, z, STAX_VF(1.33314422036E-1f));
+    p = fmadd(p, z, STAX_VF(-3.33332819422E-1f));
     vfloat small = p * z * x + x;
     vfloat ax = abs(x);
     vfloat big = 1.0f - 2.0f / (exp(ax + ax) + 1.0f);
@@ -85,33 +90,33 @@ static inline vfloat erf(vfloat x) {
     vfloat ax = abs(x);
     vfloat t = x * x;
     vfloat q = STAX_VF(8.714059804e-05f);
-    q = q * t - 8.220518080e-04f;
-    q = q * t + 5.207621494e-03f;
-    q = q * t - 2.686196868e-02f;
-    q = q * t + 1.128374098e-01f;
-    q = q * t - 3.761263673e-01f;
-    q = q * t + 1.283791670e-01f;
+    q = fmadd(q, t, STAX_VF(-8.220518080e-04f));
+    q = fmadd(q, t, STAX_VF(5.207621494e-03f));
+    q = fmadd(q, t, STAX_VF(-2.686196868e-02f));
+    q = fmadd(q, t, STAX_VF(1.128374098e-01f));
+    q = fmadd(q, t, STAX_VF(-3.761263673e-01f));
+    q = fmadd(q, t, STAX_VF(1.283791670e-01f));
     vfloat small = x + x * q;
     vfloat u1 = ax - 1.4375f;  // log erfc on [0.875, 2)
     vfloat p1 = STAX_VF(-4.900413119e-06f);
-    p1 = p1 * u1 - 1.863654231e-05f;
-    p1 = p1 * u1 + 2.256682679e-04f;
-    p1 = p1 * u1 - 1.340522724e-03f;
-    p1 = p1 * u1 + 6.412445433e-03f;
-    p1 = p1 * u1 - 2.737595791e-02f;
-    p1 = p1 * u1 - 8.876544009e-01f;
-    p1 = p1 * u1 - 3.397529351e+00f;
-    p1 = p1 * u1 - 3.168672518e+00f;
+    p1 = fmadd(p1, u1, STAX_VF(-1.863654231e-05f));
+    p1 = fmadd(p1, u1, STAX_VF(2.256682679e-04f));
+    p1 = fmadd(p1, u1, STAX_VF(-1.340522724e-03f));
+    p1 = fmadd(p1, u1, STAX_VF(6.412445433e-03f));
+    p1 = fmadd(p1, u1, STAX_VF(-2.737595791e-02f));
+    p1 = fmadd(p1, u1, STAX_VF(-8.876544009e-01f));
+    p1 = fmadd(p1, u1, STAX_VF(-3.397529351e+00f));
+    p1 = fmadd(p1, u1, STAX_VF(-3.168672518e+00f));
     vfloat u2 = ax - 2.965f;  // log erfc on [2, 3.93)
     vfloat p2 = STAX_VF(1.136162198e-06f);
-    p2 = p2 * u2 - 7.711074125e-06f;
-    p2 = p2 * u2 + 4.484408544e-05f;
-    p2 = p2 * u2 - 2.547232400e-04f;
-    p2 = p2 * u2 + 1.397114890e-03f;
-    p2 = p2 * u2 - 7.604454356e-03f;
-    p2 = p2 * u2 - 9.566059177e-01f;
-    p2 = p2 * u2 - 6.236763563e+00f;
-    p2 = p2 * u2 - 1.050090415e+01f;
+    p2 = fmadd(p2, u2, STAX_VF(-7.711074125e-06f));
+    p2 = fmadd(p2, u2, STAX_VF(4.484408544e-05f));
+    p2 = fmadd(p2, u2, STAX_VF(-2.547232400e-04f));
+    p2 = fmadd(p2, u2, STAX_VF(1.397114890e-03f));
+    p2 = fmadd(p2, u2, STAX_VF(-7.604454356e-03f));
+    p2 = fmadd(p2, u2, STAX_VF(-9.566059177e-01f));
+    p2 = fmadd(p2, u2, STAX_VF(-6.236763563e+00f));
+    p2 = fmadd(p2, u2, STAX_VF(-1.050090415e+01f));
     vfloat big = 1.0f - exp(ax < STAX_VF(2.0f) ? p1 : p2);
     big = ax < STAX_VF(3.93f) ? big : STAX_VF(1.0f);
     vfloat r = ax < STAX_VF(0.875f) ? small : copysign_v(big, x);

@@ -76,6 +76,17 @@ template <class VT> static inline typename V<typename Elem<VT>::t>::mask mask_fo
 // ---- loads and stores (unaligned; storage types converted to compute types) ----
 template <class VT, class T> static inline VT loadu(const T* p) { VT v; __builtin_memcpy(&v, p, sizeof(VT)); return v; }
 template <class VT, class T> static inline void storeu(T* p, VT v) { __builtin_memcpy(p, &v, sizeof(VT)); }
+// non-temporal (streaming) store for large outputs: no read-for-ownership of lines about to be
+// overwritten whole; falls back to a normal store when `p` is not aligned to the vector
+template <class VT, class T> static inline void stream(T* p, VT v) { storeu(p, v); }
+static inline void stream(float* p, vfloat v) {
+#if defined(__AVX512F__)
+    if (sizeof(vfloat) == 64 && (((__UINTPTR_TYPE__)p) & 63) == 0) { __builtin_ia32_movntps512(p, v); return; }
+#elif defined(__AVX__)
+    if (sizeof(vfloat) == 32 && (((__UINTPTR_TYPE__)p) & 31) == 0) { __builtin_ia32_movntps256(p, v); return; }
+#endif
+    storeu(p, v);
+}
 static inline vfloat load_bf16(const uint16_t* p) {
     vuint32 u = __builtin_convertvector(loadu<vuint16>(p), vuint32) << 16;
     return (vfloat)u;

@@ -78,6 +78,9 @@ KEEP = [
     aten.baddbmm,
     aten.convolution,
     aten.convolution_backward,
+    # torch 2.13's decomposition of the flash-attention forward disagrees with the flash
+    # backward (wrong grads even with aot_eager): call the library kernel instead.
+    aten._scaled_dot_product_flash_attention_for_cpu,
     aten.gelu,
     aten.var,
     aten.var_mean,

@@ -101,7 +101,7 @@ def call_aten(ctx, node, args, kwargs, fallback: bool):
         targs = encode(ctx, tuple(args), tensors)
         tkwargs = tuple((k, encode(ctx, v, tensors)) for k, v in sorted(kwargs.items()))
         val = node.meta.get("val")
-        if val is None:
+        if val is None and node.target._schema.returns:
             raise NotEncodable(f"{kernel} has no meta value")
     except NotEncodable as e:
         raise GraphUnsupported(str(e)) from None
@@ -118,6 +118,9 @@ def call_aten(ctx, node, args, kwargs, fallback: bool):
         log.info("fallback to ATen: %s (%s)", kernel, node.name)
     else:
         ctx.extern_ops[name] += 1
+    if val is None:  # an op run for its effect (e.g. _assert_async): an empty placeholder result
+        constants.append(("out", None))
+        return ctx.add_extern(kernel, Layout("cpu", _TUPLE_LAYOUT_DTYPE, (0,), (1,)), inputs, constants, fallback)
     if isinstance(val, torch.Tensor):
         lay = _layout_of(val)
         constants.append(("out", _sizes_strides(lay)))
@@ -126,7 +129,7 @@ def call_aten(ctx, node, args, kwargs, fallback: bool):
     if isinstance(val, (list, tuple)) and all(v is None or isinstance(v, torch.Tensor) for v in val):
         placeholder = Layout("cpu", _TUPLE_LAYOUT_DTYPE, (0,), (1,))
         buf = ctx.add_extern(kernel, placeholder, inputs, constants, fallback)
-        return ExternTuple(_Item(ctx, buf, k, v) for k, v in enumerate(val))
+        return ExternTuple(ExternItem(ctx, buf, k, v) for k, v in enumerate(val))
     raise GraphUnsupported(f"{kernel} returns {type(val).__name__}, not tensors")
 
 
@@ -134,7 +137,7 @@ def _sizes_strides(lay: Layout):
     return tuple(int(s) for s in lay.sizes), tuple(int(s) for s in lay.strides)
 
 
-class _Item:
+class ExternItem:
     """Output k of a tuple extern call: a `stax.getitem` node created on first use."""
 
     def __init__(self, ctx, tuple_buf: str, k: int, val):
@@ -185,13 +188,15 @@ def _resolve(kernel: str):
 def aten_kernel(kernel: str) -> Callable:
     op = _resolve(kernel)
 
-    def call(*bufs, args=(), kwargs=(), views=(), out=None):
+    def call(*bufs, args=(), kwargs=(), views=(), out=False):
         tensors = [
             torch.as_strided(bufs[slot], sizes, strides, bufs[slot].storage_offset() + offset)
             for slot, sizes, strides, offset in views
         ]
         result = op(*decode(args, tensors), **{k: decode(v, tensors) for k, v in kwargs})
         if out is None:
+            return torch.empty(0, dtype=torch.uint8)
+        if out is False:
             return tuple(result)
         return _conform(result, out, bufs)
 

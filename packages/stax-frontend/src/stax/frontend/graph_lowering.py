@@ -36,7 +36,7 @@ from stax.ir.index import contiguous_strides, pointwise_vars, reduction_vars, va
 from . import materialize
 from .config import Config
 from .dtypes import to_stax
-from .fallback import _Item, lower_fallback
+from .fallback import ExternItem, lower_fallback
 from .lowering import lookup
 from .lowering.registry import BUFFER, REDUCTION, VIEW
 from .simplify import simplify_index as _simplify
@@ -266,7 +266,7 @@ class GraphLowering:
         kwargs = self._map_args(node.kwargs)
         if node.target is operator.getitem:
             item = args[0][args[1]]
-            return item.get() if isinstance(item, _Item) else item
+            return item.get() if isinstance(item, ExternItem) else item
         low = lookup(node.target)
         if low is not None:
             try:

@@ -228,5 +228,26 @@ def diagonal(tv: TensorValue, offset: int = 0, dim1: int = 0, dim2: int = 1) -> 
     return apply_view(tv, sizes, m)
 
 
+def unfold(tv: TensorValue, dim: int, size: int, step: int) -> TensorValue:
+    """Sliding windows along `dim` (a new last dim of length `size`): still a view."""
+    dim = dim % max(tv.ndim, 1)
+    n = tv.sizes[dim] if tv.ndim else 1
+    if size > n or step <= 0:
+        raise Unsupported("unfold: bad window")
+    count = (n - size) // step + 1
+    sizes = list(tv.sizes)
+    if tv.ndim:
+        sizes[dim] = count
+    sizes.append(size)
+
+    def m(idx):
+        out = list(idx[:-1])
+        if tv.ndim:
+            out[dim] = idx[dim] * step + idx[-1]
+        return tuple(out)
+
+    return apply_view(tv, sizes, m)
+
+
 def is_lazy(tv) -> bool:
     return isinstance(tv, Lazy)

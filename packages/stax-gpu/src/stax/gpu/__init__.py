@@ -4,8 +4,8 @@ Public API: `compile_schedule(schedule, *, extern_kernels=None, config=None) -> 
 and `GpuConfig`. Set TRITON_INTERPRET=1 before importing to run kernels on CPU tensors.
 """
 
-from .config import GpuConfig
 from .compile import compile_schedule
+from .config import GpuConfig
 
 __version__ = "0.1.0"
 

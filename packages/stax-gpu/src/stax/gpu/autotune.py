@@ -15,7 +15,7 @@ import json
 import logging
 import os
 import tempfile
-from typing import Callable
+from collections.abc import Callable
 
 log = logging.getLogger("stax.gpu")
 

@@ -17,7 +17,6 @@ import sys
 import tempfile
 
 import triton
-
 from stax.sched import CompiledModule
 
 from .autotune import autotune_key, default_autotuner

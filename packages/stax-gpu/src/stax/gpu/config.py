@@ -76,7 +76,7 @@ class GpuConfig:
                 raise ValueError(f"GpuConfig.{name} must be a power of two, got {v}")
 
     @staticmethod
-    def from_env(**overrides) -> "GpuConfig":
+    def from_env(**overrides) -> GpuConfig:
         """The defaults for this process: interpreter-friendly under TRITON_INTERPRET=1."""
         if interpreter_enabled():
             base = GpuConfig(interpret=True, device="cpu", math="portable", autotune=False)
@@ -84,5 +84,5 @@ class GpuConfig:
             base = GpuConfig()
         return replace(base, **overrides)
 
-    def with_(self, **changes) -> "GpuConfig":
+    def with_(self, **changes) -> GpuConfig:
         return replace(self, **changes)

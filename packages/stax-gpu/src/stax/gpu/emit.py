@@ -17,7 +17,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import sympy
-
 from stax.ir import Constant, IndexValue, Load, Op, Reduction
 from stax.ir import dtypes as dt
 from stax.ir.index import FloorDiv, ModularIndexing, pointwise_vars, reduction_vars
@@ -46,7 +45,7 @@ class V:
 @dataclass
 class Scope:
     kind: str  # 'top' or 'loop'
-    parent: "Scope | None" = None
+    parent: Scope | None = None
     lines: list = field(default_factory=list)
     pre: list = field(default_factory=list)  # loop preheader (runs once before the loop)
     cse: dict = field(default_factory=dict)

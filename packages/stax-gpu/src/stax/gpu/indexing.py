@@ -9,7 +9,6 @@ non-negativity and `triton_helpers.floordiv_int` / `remainder` otherwise.
 from __future__ import annotations
 
 import sympy
-
 from stax.ir.index import CeilDiv, FloorDiv, ModularIndexing, sympify
 
 

@@ -17,7 +17,7 @@ from stax.ir import Reduction, Scan, reduction_def
 
 from .config import GpuConfig
 from .emit import Emitter, ErrorTable, Scope
-from .plan import REDUCTION, SCAN, TILED_FORM, X, XR, KernelPlan
+from .plan import REDUCTION, SCAN, TILED_FORM, XR, KernelPlan, X
 from .reductions import LoopAccumulators, persistent_reduction, persistent_scan
 from .triton_ops import compute_triton_dtype, literal
 
@@ -194,7 +194,7 @@ def segments(plan: KernelPlan) -> list[tuple[str, list]]:
 def _looped_body(plan: KernelPlan, em: Emitter) -> None:
     segs = segments(plan)
     last_reader: dict[str, int] = {}
-    for k, (kind, nodes) in enumerate(segs):
+    for k, (_, nodes) in enumerate(segs):
         for p in nodes:
             for b in _transitive_reads(plan, p):
                 last_reader[b] = k

@@ -18,7 +18,6 @@ import logging
 from dataclasses import dataclass, field
 
 import sympy
-
 from stax.ir import ComputedBuffer, ExternKernel, IndexValue, Load, Reduction, Scan, walk
 from stax.ir.index import as_int, pointwise_vars, reduction_vars
 from stax.ir.simplify import coalesce_loops, simplify_index

@@ -130,15 +130,20 @@ def floordiv_int(a, b):
 
 
 @triton.jit
-def floordiv_float(a, b):
-    """Python's float //: fmod-based and exact (numpy's npy_divmod), not floor(a / b)."""
-    mod = a % b
+def floordiv_fmod(a, b, mod):
+    """Python's float //, given mod = fmod(a, b): numpy's npy_divmod, exact (not floor(a / b))."""
     div = div_rn(a - mod, b)
     div = tl.where((mod != 0) & ((b < 0) != (mod < 0)), div - 1.0, div)
     fl = tl.floor(div)
     fl = tl.where(div - fl > 0.5, fl + 1.0, fl)
     res = tl.where(div == 0, tl.where((a < 0) != (b < 0), -0.0, 0.0), fl)
     return tl.where(b == 0, div_rn(a, b), res)
+
+
+@triton.jit
+def remainder_fmod(a, b, mod):
+    """torch.remainder on floats, given mod = fmod(a, b): mod + b when their signs differ."""
+    return tl.where((mod != 0) & ((b < 0) != (mod < 0)), mod + b, mod)
 
 
 @triton.jit
@@ -171,7 +176,7 @@ def shift_right(a, b, bits: tl.constexpr):
 
 @triton.jit
 def remainder(a, b):
-    """torch.remainder: the result takes the divisor's sign (Triton's % is C fmod)."""
+    """torch.remainder on integers (and index math): the divisor's sign (Triton's % is C's)."""
     r = a % b
     return tl.where((r != 0) & ((r < 0) != (b < 0)), r + b, r)
 

@@ -14,7 +14,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-
 from stax.ir import dtypes as dt
 
 # Triton spelling of each stax dtype (storage); compute happens in compute_dtype(d).
@@ -79,12 +78,16 @@ _ROWS = [
     _op("sub", "{0} - {1}", literals=BIN, same_int=True),
     _op("mul", "{0} * {1}", bool_="{0} & {1}", literals=BIN, same_int=True),
     _op("truediv", "triton_helpers.div_rn({0}, {1})"),
-    _op("floordiv", "triton_helpers.floordiv_float({0}, {1})", int_="triton_helpers.floordiv_int({0}, {1})",
+    # float fmod must be exact: libdevice.fmod on the GPU (a % b may lower to x - trunc(x/y)*y),
+    # numpy's fmod under the interpreter; floordiv and remainder are built on it
+    _op("floordiv", f"triton_helpers.floordiv_fmod({{0}}, {{1}}, {_LD}.fmod({{0}}, {{1}}))",
+        "triton_helpers.floordiv_fmod({0}, {1}, {0} % {1})", int_="triton_helpers.floordiv_int({0}, {1})",
         int_divisor=True),
     _op("truncdiv", f"{_LD}.trunc(triton_helpers.div_rn({{0}}, {{1}}))",
         "triton_helpers.trunc(triton_helpers.div_rn({0}, {1}))", int_="{0} // {1}", int_divisor=True),
-    _op("remainder", "triton_helpers.remainder({0}, {1})", same_int=True, int_divisor=True),
-    _op("fmod", "{0} % {1}", literals=BIN, same_int=True, int_divisor=True),
+    _op("remainder", f"triton_helpers.remainder_fmod({{0}}, {{1}}, {_LD}.fmod({{0}}, {{1}}))",
+        "triton_helpers.remainder_fmod({0}, {1}, {0} % {1})", int_="triton_helpers.remainder({0}, {1})", int_divisor=True),
+    _op("fmod", f"{_LD}.fmod({{0}}, {{1}})", "{0} % {1}", int_="{0} % {1}", int_divisor=True),
     _op("neg", "-{0}", same_int=True),
     _op("abs", "tl.abs({0})", same_int=True, bool_="{0}"),
     _op("square", "{0} * {0}", same_int=True, bool_="{0}"),

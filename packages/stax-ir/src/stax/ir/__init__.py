@@ -10,6 +10,7 @@ from .graph import ComputedBuffer, ExternKernel, Graph, InputBuffer, Layout, Poi
 from .index import CeilDiv, FloorDiv, ModularIndexing, index_max, index_min, pointwise_vars, reduction_vars, var
 from .index_printer import to_c, to_python
 from .interpreter import from_storage, interpret, outputs, to_storage
+from .normalize import NormalizedIndex, normalize_index
 from .ops import OPS, REDUCTIONS, SCANS, WELFORD_OUTPUTS, op_def, reduction_def, scan_def
 from .simplify import LoopMerge, coalesce_loops, simplify_index
 from .value_ranges import ValueRange, bound_index, bound_value, bounds_check_needed, index_fits_int32, provably_true
@@ -19,11 +20,11 @@ __version__ = "0.2.0"
 
 __all__ = [
     "CeilDiv", "ComputedBuffer", "Constant", "DType", "ExternKernel", "FloorDiv", "Graph",
-    "IndexValue", "InputBuffer", "Layout", "Load", "LoopMerge", "ModularIndexing", "OPS", "Op",
+    "IndexValue", "InputBuffer", "Layout", "Load", "LoopMerge", "ModularIndexing", "NormalizedIndex", "OPS", "Op",
     "Pointwise", "REDUCTIONS", "Reduction", "SCANS", "Scan", "Value", "ValueRange", "View",
     "WELFORD_OUTPUTS", "bound_index", "bound_value", "bounds_check_needed", "cast", "cat",
     "coalesce_loops", "const", "constant_pad", "dtypes", "format_value", "from_storage",
-    "index_fits_int32", "index_max", "index_min", "index_value", "interpret", "load", "loads", "op",
+    "index_fits_int32", "index_max", "index_min", "index_value", "interpret", "load", "loads", "normalize_index", "op",
     "op_def", "outputs", "pointwise_vars", "promote_types", "provably_true", "reduction_def",
     "reduction_vars", "scan_def", "simplify_index", "to_c", "to_python", "to_storage", "var", "walk",
     "with_mask",

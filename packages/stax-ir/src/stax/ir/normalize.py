@@ -52,6 +52,13 @@ class NormalizedIndex:
     expr: sympy.Expr | None = None
     expr_sizes: tuple = ()
 
+    def __hash__(self) -> int:  # dependences are hashed constantly during fusion: compute once
+        return self._hash
+
+    @functools.cached_property
+    def _hash(self) -> int:
+        return hash((self.offset, self.dims, self.expr, self.expr_sizes))
+
     @property
     def is_affine(self) -> bool:
         return self.expr is None
@@ -120,8 +127,12 @@ def normalize_index(index, var_ranges, max_eval: int = MAX_EVAL_POINTS) -> Norma
     outer first (pointwise variables, then reduction variables).
     """
     pairs = tuple(var_ranges.items()) if isinstance(var_ranges, Mapping) else tuple(tuple(p) for p in var_ranges)
-    pairs = tuple((v, sympify(s)) for v, s in pairs)
-    return _normalize(sympify(index), pairs, max_eval)
+    return _normalize_input(index, pairs, max_eval)
+
+
+@functools.lru_cache(maxsize=65536)
+def _normalize_input(index, pairs: tuple, max_eval: int) -> NormalizedIndex:
+    return _normalize(sympify(index), tuple((v, sympify(s)) for v, s in pairs), max_eval)
 
 
 @functools.lru_cache(maxsize=65536)

@@ -58,7 +58,7 @@ def _cross_reads(producers, consumers) -> tuple[bool, str | None]:
     """(does `consumers` read what `producers` writes?, the first illegal such read)."""
     related = False
     for d in consumers.read_writes.reads:
-        p = producers.producers.get(d.name)
+        p = producers.producer(d.name)
         if p is not None:
             related = True
             problem = _check_read(consumers.name, d, p)
@@ -118,11 +118,9 @@ def fusion_legality(snodes, policy, config: SchedulerConfig) -> LoopFusion | str
 
 
 def pair_legality(a, b, policy, config: SchedulerConfig) -> LoopFusion | str:
-    """fusion_legality(a.snodes + b.snodes) for two already legal groups: only what crosses is checked."""
+    """fusion_legality(a.snodes + b.snodes) for two legal groups that `can_fuse` has already
+    checked for kind, device and node count: only what crosses between them is checked."""
     union = a.snodes + b.snodes
-    problem = _basic_problem(union, config)
-    if problem:
-        return problem
     problem = _too_many_buffers(a.read_writes.buffer_names() | b.read_writes.buffer_names(), config)
     if problem:
         return problem
@@ -169,7 +167,7 @@ def sort_by_score(items, key, ratio: int = 16) -> list:
 def can_fuse(a, b, policy, config: SchedulerConfig) -> Verdict:
     if a.is_extern or b.is_extern:
         return Verdict(False, "extern kernels are never fused")
-    if any(n.is_scan for n in a.snodes + b.snodes):
+    if a.is_scan or b.is_scan:
         return Verdict(False, "scans are not fused (the scan axis carries a dependence)")
     if a.device != b.device:
         return Verdict(False, f"different devices/streams {a.device}/{b.device}")

@@ -24,6 +24,13 @@ class MemoryDep:
     index: NormalizedIndex
     nbytes: int = field(default=0, compare=False)
 
+    def __hash__(self) -> int:  # hashed constantly during fusion: compute once
+        return self._hash
+
+    @functools.cached_property
+    def _hash(self) -> int:
+        return hash((self.name, self.index))
+
     def numel(self) -> int:
         return self.index.numel()
 
@@ -108,9 +115,12 @@ def loop_ranges(node: ComputedBuffer) -> tuple:
     """
     body = node.body
     red = body.reduction_ranges if isinstance(body, Reduction) else ()
-    pv = pointwise_vars(len(body.ranges))
-    rv = reduction_vars(len(red))
-    return tuple(zip(pv, body.ranges)) + tuple(zip(rv, red))
+    return _ranges(tuple(body.ranges), tuple(red))
+
+
+@functools.lru_cache(maxsize=4096)
+def _ranges(ranges: tuple, red: tuple) -> tuple:
+    return tuple(zip(pointwise_vars(len(ranges)), ranges)) + tuple(zip(reduction_vars(len(red)), red))
 
 
 def read_writes(node, graph_layouts: dict, body_nodes=None) -> ReadWrites:

@@ -27,12 +27,15 @@ class Candidates:
 
     For each buffer only users at most `window` apart (in the current order) are paired,
     which keeps the candidate set linear in the graph even for widely shared buffers.
+    Extern calls and scans never fuse and are left out.
     """
 
     def __init__(self, dag: FusionDag, window: int):
         self.dag, self.window = dag, window
         self.users: dict[str, list] = {}
         for g in dag.nodes():
+            if g.is_extern or g.is_scan:
+                continue
             for name in g.read_writes.buffer_names():
                 self.users.setdefault(name, []).append(g)
 
@@ -73,15 +76,19 @@ def _fmt_score(s: tuple) -> str:
 def greedy_fusion(dag: FusionDag, policy, config: SchedulerConfig) -> list[FusionRecord]:
     """Fuse nodes of `dag` in place; returns the fusion log."""
     records: list[FusionRecord] = []
-    seen: dict = {}  # (a.name, b.name) -> Verdict; a pair's legality never changes
+    seen: dict = {}  # {a.name, b.name} -> Verdict; a pair's verdict never changes
     debug = log.isEnabledFor(logging.DEBUG)
     candidates = Candidates(dag, config.max_pairs_per_buffer)
     pairs = candidates.all_pairs()
+    if debug:
+        for g in dag.nodes():
+            if g.is_extern or g.is_scan:
+                log.debug("%s: %s, never fused", g.name, "extern kernel" if g.is_extern else "scan")
     for rnd in range(1, config.max_rounds + 1):
         before = len(dag)
         possible = []
         for a, b in sorted(pairs, key=lambda p: (dag.tpos[p[0]], dag.tpos[p[1]])):
-            key = (a.name, b.name)
+            key = frozenset((a.name, b.name))
             verdict = seen.get(key)
             if verdict is None:
                 verdict = seen[key] = can_fuse(a, b, policy, config)
@@ -99,10 +106,8 @@ def greedy_fusion(dag: FusionDag, policy, config: SchedulerConfig) -> list[Fusio
                 log.debug("score %s %s: %s", a.name, b.name, _fmt_score(v.score))
         merged: set = set()
         new_groups = []
-        pairs = set()  # next round: legal pairs left over, plus pairs with the new nodes
         for a, b, verdict in possible:
-            if a in merged or b in merged:
-                pairs.add((a, b))
+            if a in merged or b in merged:  # one merge per node per round; the pair is gone
                 continue
             if dag.would_create_cycle(a, b):  # permanent: merging only adds paths
                 reason = "would create a cycle (Prop 7.1)"
@@ -124,7 +129,9 @@ def greedy_fusion(dag: FusionDag, policy, config: SchedulerConfig) -> list[Fusio
                 log.debug("%s: %s, score %s", new.name, verdict.reason, _fmt_score(verdict.score))
         if len(dag) == before:
             break
-        pairs = {p for p in pairs if p[0] in dag.tpos and p[1] in dag.tpos}
+        # Every legal pair of this round was merged, refused for a cycle (for good) or lost a
+        # member; pairs of unchanged nodes keep their verdict. New candidates involve new nodes.
+        pairs = set()
         for g in new_groups:
             pairs |= candidates.pairs_of(g)
     return records

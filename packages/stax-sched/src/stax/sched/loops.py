@@ -73,11 +73,16 @@ def loop_info(node: ComputedBuffer, body_nodes=None) -> LoopInfo:
     if isinstance(body, Scan):
         return _scan_info(body)
     red = body.reduction_ranges if isinstance(body, Reduction) else ()
-    pv = pointwise_vars(len(body.ranges))
-    rv = reduction_vars(len(red))
-    p = [(v, as_int(s)) for v, s in zip(pv, body.ranges) if as_int(s) != 1]
-    r = [(v, as_int(s)) for v, s in zip(rv, red) if as_int(s) != 1]
-    return _coalesce(tuple(p), tuple(r), tuple(index_exprs(node, body_nodes)))
+    p, r = _loop_vars(tuple(body.ranges), tuple(red))
+    return _coalesce(p, r, tuple(index_exprs(node, body_nodes)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _loop_vars(ranges: tuple, red: tuple) -> tuple[tuple, tuple]:
+    """((var, size), ...) for the size>1 pointwise and reduction dims."""
+    p = tuple((v, n) for v, n in zip(pointwise_vars(len(ranges)), map(as_int, ranges)) if n != 1)
+    r = tuple((v, n) for v, n in zip(reduction_vars(len(red)), map(as_int, red)) if n != 1)
+    return p, r
 
 
 @functools.lru_cache(maxsize=8192)

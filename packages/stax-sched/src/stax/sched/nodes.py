@@ -41,13 +41,21 @@ class SchedulerNode:
         if self.is_extern:
             self.node_type = EXTERN_NODE
         self.device = node.layout.device
-        self.snodes = (self,)
         self.min_pos = self.max_pos = pos
         self.loop_fusion = None
         self.write_dep = next(iter(rw.writes))
-        self.producers = {node.name: self}  # buffer -> the node writing it
         self.dependent_reductions = None  # see can_fuse.dependent_reductions
 
+
+    # No attributes pointing back at self: scheduler nodes must not form reference
+    # cycles, or every schedule would stay in memory until a full garbage collection.
+    @property
+    def snodes(self) -> tuple:
+        return (self,)
+
+    def producer(self, buffer: str):
+        """The member node writing `buffer`, or None."""
+        return self if buffer == self.buffer else None
 
     def pointwise_numel(self) -> int:
         n = 1
@@ -105,10 +113,11 @@ class FusedGroup:
     """A FusedSchedulerNode or OuterLoopFusedSchedulerNode: members in graph order."""
 
     is_extern = False
+    is_scan = False
 
     def __init__(self, snodes, rw: ReadWrites, loop_fusion: LoopFusion, dependent_reductions: str | None = None):
         self.snodes = tuple(sorted(snodes, key=lambda n: n.pos))
-        self.producers = {n.buffer: n for n in self.snodes}
+        self._producers = {n.buffer: n for n in self.snodes}
         self.dependent_reductions = dependent_reductions
         self.name = "_".join(n.name for n in self.snodes)
         self.read_writes = rw
@@ -118,6 +127,10 @@ class FusedGroup:
         self.device = self.snodes[0].device
         self.min_pos = min(n.pos for n in self.snodes)
         self.max_pos = max(n.pos for n in self.snodes)
+
+    def producer(self, buffer: str):
+        """The member node writing `buffer`, or None."""
+        return self._producers.get(buffer)
 
     def header(self) -> str:
         """`op0_op1: OuterLoopFusedSchedulerNode(SchedulerNode,SchedulerNode)` (§7.4)."""

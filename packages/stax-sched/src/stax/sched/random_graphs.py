@@ -14,7 +14,19 @@ import random
 from dataclasses import dataclass
 
 import sympy
-from stax.ir import ComputedBuffer, ExternKernel, Graph, InputBuffer, Layout, Pointwise, Reduction, Scan, dtypes, load, op
+from stax.ir import (
+    ComputedBuffer,
+    ExternKernel,
+    Graph,
+    InputBuffer,
+    Layout,
+    Pointwise,
+    Reduction,
+    Scan,
+    dtypes,
+    load,
+    op,
+)
 from stax.ir.index import FloorDiv, ModularIndexing, pointwise_vars, reduction_vars
 
 F32 = dtypes.float32

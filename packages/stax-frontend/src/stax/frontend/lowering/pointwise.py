@@ -277,6 +277,49 @@ def addcdiv(ctx, node, x, t1, t2, value=1):
     return pointwise(ctx, node, [x, t1, t2], lambda b, a, u, v: b.op("add", a, _scaled(b, b.op("truediv", u, v), value)))
 
 
+def _negative(b, v):
+    """v < 0, counting -0.0 as negative (its reciprocal is -inf), as signbit does."""
+    zero = b.const(0, v.dtype)
+    if not v.dtype.is_floating:
+        return b.op("lt", v, zero)
+    neg_zero = b.op("logical_and", b.op("eq", v, zero), b.op("lt", b.op("reciprocal", v), zero))
+    return b.op("logical_or", b.op("lt", v, zero), neg_zero)
+
+
+def signbit(ctx, node, x):
+    return pointwise(ctx, node, [x], _negative, KIND.ALWAYS_BOOL)
+
+
+def copysign(ctx, node, x, y):
+    def compute(b, u, v):
+        a = b.op("abs", u)
+        return b.op("where", _negative(b, v), b.op("neg", a), a)
+
+    return pointwise(ctx, node, [x, y], compute, KIND.INT_TO_FLOAT)
+
+
+def _nan_ignoring(name):
+    """fmax / fmin: like maximum / minimum but a NaN operand loses to a number."""
+
+    def compute(b, u, v):
+        if not u.dtype.is_floating:
+            return b.op(name, u, v)
+        return b.op("where", b.op("isnan", u), v, b.op("where", b.op("isnan", v), u, b.op(name, u, v)))
+
+    return lambda ctx, node, x, y: pointwise(ctx, node, [x, y], compute)
+
+
+def hypot(ctx, node, x, y):
+    """sqrt(x*x + y*y) evaluated in float64 (no overflow for float32 inputs), rounded once."""
+
+    def compute(b, u, v):
+        wide = dt.float64
+        uu, vv = b.cast(u, wide), b.cast(v, wide)
+        return b.cast(b.op("sqrt", b.op("add", b.op("mul", uu, uu), b.op("mul", vv, vv))), u.dtype)
+
+    return pointwise(ctx, node, [x, y], compute)
+
+
 LOWERINGS = {
     **table(POINTWISE, {op: _unary(*spec) for op, spec in UNARY.items()}),
     **table(POINTWISE, {op: _binary(*spec) for op, spec in BINARY.items()}),
@@ -306,6 +349,11 @@ LOWERINGS = {
         aten.lerp: lerp,
         aten.addcmul: addcmul,
         aten.addcdiv: addcdiv,
+        aten.signbit: signbit,
+        aten.copysign: copysign,
+        aten.fmax: _nan_ignoring("maximum"),
+        aten.fmin: _nan_ignoring("minimum"),
+        aten.hypot: hypot,
     }),
 }
 

@@ -27,8 +27,8 @@ _GOLDEN = 0x9E3779B97F4A7C15 - (1 << 64)
 
 
 def _shr(b, z, k: int):
-    """z >> k (arithmetic) as floor division by 2**k."""
-    return b.op("floordiv", z, b.const(1 << k, dt.int64))
+    """z >>> k (logical, as splitmix64 needs): floor division by 2**k, then the sign bits masked off."""
+    return b.op("bitwise_and", b.op("floordiv", z, b.const(1 << k, dt.int64)), b.const((1 << (64 - k)) - 1, dt.int64))
 
 
 def native_dropout(ctx, node, x, p, train):
@@ -66,7 +66,7 @@ def _uniform(ctx, flat_index, stream: int):
     z = b.op("mul", b.op("bitwise_xor", z, _shr(b, z, 30)), b.const(_M1, dt.int64))
     z = b.op("mul", b.op("bitwise_xor", z, _shr(b, z, 27)), b.const(_M2, dt.int64))
     z = b.op("bitwise_xor", z, _shr(b, z, 31))
-    bits = b.op("remainder", _shr(b, z, 40), b.const(1 << 24, dt.int64))
+    bits = _shr(b, z, 40)  # the top 24 bits
     return b.op("mul", b.cast(bits, dt.float32), b.const(2.0 ** -24, dt.float32))
 
 

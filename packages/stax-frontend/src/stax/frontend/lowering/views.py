@@ -112,7 +112,12 @@ def as_strided(ctx, node, x, size, stride, storage_offset=None):
     return V.apply_view(x, size, m)
 
 
+def unfold(ctx, node, x, dim, size, step):
+    return V.unfold(x, dim, size, step)
+
+
 LOWERINGS = table(VIEW, {
+    aten.unfold: unfold,
     aten.view: view,
     aten._unsafe_view: view,
     aten.reshape: view,

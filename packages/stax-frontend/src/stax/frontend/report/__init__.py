@@ -75,7 +75,7 @@ def load(path: str) -> dict:
 def dump_json(gm, lowered, schedule, module=None, kind: str = "graph") -> str:
     """The report data as JSON, for the debug dump (report.json): what `why` reads. Never raises."""
     try:
-        return to_json(collect(gm, lowered, schedule, module, kind=kind))
+        return to_json(collect(gm, lowered, schedule, module, kind=kind, ident=_ident(kind, gm, lowered)))
     except Exception as e:  # noqa: BLE001 - the dump must not break compilation
         log.warning("stax: could not collect report data (%s: %s)", type(e).__name__, e)
         return to_json({"version": 0, "kind": kind, "error": f"report data failed: {type(e).__name__}: {e}"})

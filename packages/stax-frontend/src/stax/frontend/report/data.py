@@ -160,13 +160,7 @@ def collect(gm, lowered, schedule, module=None, kind: str = "graph", error: Base
         })
     data["kernels"] = kernels
     data["ir_after"] = "\n\n".join(k["header"] + "\n" + _indent(k["ir"]) for k in kernels)
-    data["fusion_log"] = [
-        {"round": r.round, "a": r.a, "b": r.b, "fused": bool(r.fused), "reason": r.reason,
-         "score": list(r.score) if r.score is not None else None,
-         "a_buffers": [nodes[int(m[2:])]["buffer"] for m in group_members(r.a)],
-         "b_buffers": [nodes[int(m[2:])]["buffer"] for m in group_members(r.b)]}
-        for r in schedule.fusion_log
-    ]
+    data["fusion_log"] = [fusion_record(r, nodes) for r in schedule.fusion_log]
     mem = schedule.memory
     eager = eager_timeline(gm) if gm is not None else []
     data["memory"] = {
@@ -181,6 +175,24 @@ def collect(gm, lowered, schedule, module=None, kind: str = "graph", error: Base
     data["source"] = source
     data["wrapper"] = wrapper
     return data
+
+
+def relation(a_buffers, b_buffers, nodes: list[dict]) -> str:
+    """'vertical' when one side reads what the other writes (§7.3), else 'horizontal'."""
+    reads = {n["buffer"]: set(n["reads"]) for n in nodes}
+    a_reads = set().union(*(reads.get(x, set()) for x in a_buffers))
+    b_reads = set().union(*(reads.get(x, set()) for x in b_buffers))
+    return "vertical" if (b_reads & set(a_buffers)) or (a_reads & set(b_buffers)) else "horizontal"
+
+
+def fusion_record(r, nodes: list[dict]) -> dict:
+    a_buf = [nodes[int(m[2:])]["buffer"] for m in group_members(r.a)]
+    b_buf = [nodes[int(m[2:])]["buffer"] for m in group_members(r.b)]
+    return {
+        "round": r.round, "a": r.a, "b": r.b, "fused": bool(r.fused), "reason": r.reason,
+        "score": list(r.score) if r.score is not None else None,
+        "a_buffers": a_buf, "b_buffers": b_buf, "relation": relation(a_buf, b_buf, nodes),
+    }
 
 
 def _indent(s: str) -> str:

@@ -23,8 +23,9 @@ pre { background: #f6f8fa; padding: 0.6em; overflow-x: auto; font-size: 12px; li
 table { border-collapse: collapse; font-size: 13px; } td, th { border: 1px solid #ddd; padding: 3px 6px; text-align: left; vertical-align: top; }
 th { background: #f0f0f0; } tr.rejected td { background: #fff4f4; } tr.fused td { background: #f3fff3; }
 .swatch { display: inline-block; width: 0.9em; height: 0.9em; border-radius: 2px; vertical-align: middle; margin-right: 4px; }
-nav a { margin-right: 1em; } .muted { color: #777; } .error { background: #fee; padding: 0.6em; border: 1px solid #e99; }
+nav a, #kernel-nav a { margin-right: 1em; display: inline-block; } .muted { color: #777; } .error { background: #fee; padding: 0.6em; border: 1px solid #e99; }
 section.kernel { border-left: 5px solid #ccc; padding-left: 0.8em; margin: 1em 0; }
+div.scroll { overflow: auto; max-height: 85vh; border: 1px solid #eee; }
 svg .node.hl rect { stroke-width: 4px; stroke: #000; }
 """
 
@@ -117,11 +118,12 @@ def _fusion_log(data: dict) -> str:
     for r in log:
         rows.append([
             str(r["round"]), escape(f"{r['a']} ({', '.join(r['a_buffers'])})"),
-            escape(f"{r['b']} ({', '.join(r['b_buffers'])})"), "fused" if r["fused"] else "<b>rejected</b>",
+            escape(f"{r['b']} ({', '.join(r['b_buffers'])})"), escape(r.get("relation", "")),
+            "fused" if r["fused"] else "<b>rejected</b>",
             escape(r["reason"]), escape(str(tuple(r["score"])) if r["score"] is not None else "-"),
         ])
         classes.append("fused" if r["fused"] else "rejected")
-    return _table(["round", "a", "b", "verdict", "reason (rule)", "score (tau, sigma, omega, -delta)"], rows, classes)
+    return _table(["round", "a", "b", "fusion", "verdict", "reason (rule)", "score (tau, sigma, omega, -delta)"], rows, classes)
 
 
 def _memory(data: dict) -> str:
@@ -153,7 +155,7 @@ def render(data: dict) -> str:
         '<h2 id="fusion-log">Fusion log</h2>', _fusion_log(data),
         '<h2 id="fusion-graph">Fusion graph</h2><p>IR buffers coloured by the kernel that computes them; '
         "grey: graph inputs; dashed: dropped (no users). Hover a node for its ATen origins.</p>",
-        fusion_graph_svg(data) if data.get("nodes") else "",
+        '<div class="scroll">' + fusion_graph_svg(data) + "</div>" if data.get("nodes") else "",
         '<h2 id="memory">Memory plan</h2>', _memory(data),
         '<h2 id="aten">ATen graph</h2>', _pre(data.get("aten", {}).get("code")),
         '<h2 id="ir-before">IR before fusion</h2>', _pre(data.get("ir_before")),

@@ -1,6 +1,7 @@
 """Layered drawing of a DAG (Sugiyama style, small graphs): layers, order, coordinates.
 
-1. layer = longest path from a source, so every edge points downwards;
+1. layer = longest path from a source, so every edge points downwards; sources
+   (graph inputs, parameters) then move down to just above their first user;
 2. order inside each layer by repeated barycenter sweeps (down, then up), which
    removes most crossings on the graphs a compiled region produces;
 3. x = position in the layer, centred; y = layer. Edges spanning several layers
@@ -29,6 +30,13 @@ def layers(nodes: list, edges: list[tuple]) -> dict:
     out: dict = {}
     for n in nodes:
         out[n] = 1 + max((out[p] for p in preds[n] if p in out), default=-1)
+    succs: dict = {n: [] for n in nodes}
+    for a, b in edges:
+        if a in succs and b in succs:
+            succs[a].append(b)
+    for n in nodes:  # a source (graph input) sits just above its first user, not all in layer 0
+        if not preds[n] and succs[n]:
+            out[n] = max(0, min(out[s] for s in succs[n]) - 1)
     return out
 
 

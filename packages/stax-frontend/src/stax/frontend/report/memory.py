@@ -85,12 +85,17 @@ def eager_timeline(gm) -> list[int]:
     for n in nodes:
         for sid in storage.get(n, ()):
             first.setdefault(sid, 0 if n.op in ("placeholder", "get_attr") else step_of[n])
-    series = []
-    for n in nodes:
-        if n.op != "call_function":
-            continue
-        k = step_of[n]
-        series.append(sum(size[s] for s in size if first.get(s, 0) <= k <= last.get(s, -1)))
+    delta = [0] * (end + 2)  # live bytes by step as a difference array: + at first use, - after last
+    for sid, nb in size.items():
+        lo, hi = first.get(sid, 0), last.get(sid, -1)
+        if lo <= hi:
+            delta[lo] += nb
+            delta[hi + 1] -= nb
+    live, series = 0, []
+    for k, n in enumerate(nodes):
+        live += delta[k]
+        if n.op == "call_function":
+            series.append(live)
     return series
 
 

@@ -26,7 +26,10 @@ def human_bytes(n: float) -> str:
 
 
 def kernel_colour(index: int) -> str:
-    return PALETTE[index % len(PALETTE)]
+    """Twelve distinct colours, then hues spread by the golden angle (no two kernels alike)."""
+    if index < len(PALETTE):
+        return PALETTE[index]
+    return f"hsl({(index * 137.508) % 360:.0f}, 55%, 60%)"
 
 
 def _text(x, y, s, size=11, anchor="start", extra="") -> str:
@@ -99,7 +102,7 @@ def fusion_graph_svg(data: dict) -> str:
     width = max(width, 5 * 150 + 20)
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="fusion-graph" width="{width:.0f}" '
            f'height="{height + legend_h:.0f}" viewBox="0 0 {width:.0f} {height + legend_h:.0f}">',
-           '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" markerHeight="6" '
+           '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerUnits="userSpaceOnUse" markerWidth="9" markerHeight="9" '
            'orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#666"/></marker></defs>']
     for i, (kname, k) in enumerate(kernel_index.items()):
         lx, ly = 10 + 150 * (i % 5), 6 + 22 * (i // 5)

@@ -1,0 +1,381 @@
+"""GPU benchmark (issue 8): stax vs Inductor vs eager at 16384x4096 float32, interleaved.
+
+For each workload: build the stax version — torch.compile(backend="stax") when the
+frontend routes cuda graphs to stax.gpu, else the workload's stax.ir graph scheduled
+by stax.sched's GPU policy, else its hand-grouped schedule — and Inductor's
+(torch.compile default mode); check both against eager; then time the three in
+interleaved rounds (CUDA events, median over rounds). Reports ms, speedups, achieved
+bandwidth (minimum bytes / time) as % of the measured device copy bandwidth, the
+stax path used and its kernels. Writes JSON + a markdown table after every workload,
+so a run cut short still leaves its answers.
+
+    PYTHONPATH=$(ls -d packages/*/src | paste -sd:) python3 benchmarks/gpu/bench_gpu.py --out DIR
+    python3 benchmarks/gpu/bench_gpu.py --aot       # no GPU: compile every stax kernel for sm_90
+    python3 benchmarks/gpu/bench_gpu.py --dry-run   # no GPU: tiny shapes, CPU tensors, interpreter
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+import traceback
+import types
+
+T0 = time.time()
+DRY = "--dry-run" in sys.argv
+if DRY:  # before triton is imported: the interpreter reads this at decoration time
+    os.environ.update(TRITON_INTERPRET="1", STAX_GPU_BENCH_ROWS="48", STAX_GPU_BENCH_COLS="96",
+                      STAX_GPU_BENCH_DEVICE="cpu")
+_TMP = tempfile.mkdtemp(prefix="stax-gpu-bench-")
+os.environ.setdefault("STAX_CACHE_DIR", os.path.join(_TMP, "stax"))
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(_TMP, "inductor"))
+
+import torch  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import stax.gpu  # noqa: E402
+from stax.gpu import GpuConfig  # noqa: E402
+from stax.gpu.testing import build_schedule  # noqa: E402
+from workloads_gpu import C, N, nbytes, suite  # noqa: E402
+
+# Count calls into stax.gpu before the frontend is imported, to know it really routed there.
+_REAL_COMPILE = stax.gpu.compile_schedule
+ROUTED = {"calls": 0, "sources": []}
+
+
+def _counting_compile(schedule, **kw):
+    ROUTED["calls"] += 1
+    module = _REAL_COMPILE(schedule, **kw)
+    ROUTED["sources"].append(module.source)
+    return module
+
+
+stax.gpu.compile_schedule = _counting_compile
+
+
+class _Capture(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.lines = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+
+CAPTURE = _Capture()
+logging.getLogger("stax.gpu").addHandler(CAPTURE)
+logging.getLogger("stax.gpu").setLevel(logging.INFO)
+
+
+def flat(out) -> list:
+    if isinstance(out, torch.Tensor):
+        return [out]
+    return [t for o in out for t in flat(o)]
+
+
+def max_err(got, ref, rtol, atol) -> tuple[bool, float]:
+    got, ref = flat(got), flat(ref)
+    if len(got) != len(ref):
+        return False, math.inf
+    ok, worst = True, 0.0
+    for g, r in zip(got, ref):
+        if tuple(g.shape) != tuple(r.shape):
+            return False, math.inf
+        g, r = g.float(), r.float()
+        worst = max(worst, float((g - r).abs().max()) if g.numel() else 0.0)
+        ok &= bool(torch.allclose(g, r, rtol=rtol, atol=atol, equal_nan=True))
+    return ok, worst
+
+
+def sync() -> None:
+    if not DRY:
+        torch.cuda.synchronize()
+
+
+def time_ms(fn, iters: int) -> float:
+    if DRY:
+        t = time.perf_counter()
+        for _ in range(iters):
+            fn()
+        return (time.perf_counter() - t) * 1e3 / iters
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(iters):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / iters
+
+
+def copy_bandwidth(rounds: int = 7) -> float:
+    """Bytes/s of dst.copy_(src) (read + write) over N*C float32s: the practical peak."""
+    src = torch.randn(N * C, device="cpu" if DRY else "cuda")
+    dst = torch.empty_like(src)
+    for _ in range(3):
+        dst.copy_(src)
+    t = statistics.median(time_ms(lambda: dst.copy_(src), 20) for _ in range(rounds))
+    return 2 * src.numel() * 4 / (t * 1e-3)
+
+
+def fresh_copy(fn, tag: str):
+    """The same function with its own code object: Dynamo caches compiled code per code
+    object, so each backend must see a distinct one."""
+    code = fn.__code__.replace(co_name=f"{fn.__name__}_{tag}")
+    return types.FunctionType(code, fn.__globals__, code.co_name, fn.__defaults__, fn.__closure__)
+
+
+def stax_frontend(fn, inputs):
+    """torch.compile(backend='stax'); None unless the graph really went through stax.gpu."""
+    import stax.frontend  # noqa: F401
+
+    try:
+        from stax.frontend.backend import register
+
+        register()
+    except Exception:  # noqa: BLE001 - the entry point may already be installed
+        pass
+    before = ROUTED["calls"]
+    compiled = torch.compile(fresh_copy(fn, "stax"), backend="stax")
+    compiled(*inputs)
+    sync()
+    if ROUTED["calls"] == before:
+        return None
+    return compiled
+
+
+def stax_ir(w, mode: str, config: GpuConfig):
+    graph, groups = w.ir()
+    if mode == "sched":
+        from stax.sched import GpuPolicy, schedule
+        from stax.sched.config import SchedulerConfig
+
+        sched = schedule(graph, GpuPolicy(SchedulerConfig(fuse_dependent_reductions=True)))
+    else:
+        sched = build_schedule(graph, groups)
+    module = stax.gpu.compile_schedule(sched, config=config)
+    return module
+
+
+def build_stax(w, inputs, ref, log: dict):
+    """The first stax path that compiles and matches eager: frontend, sched policy, hand groups."""
+    rtol, atol = w.tol
+    errors = {}
+    try:
+        compiled = stax_frontend(w.fn, inputs)
+        if compiled is not None:
+            ok, err = max_err(compiled(*inputs), ref, rtol, atol)
+            if ok:
+                return "frontend", (lambda: compiled(*inputs)), None
+            errors["frontend"] = f"mismatch vs eager: max abs err {err:.3g}"
+        else:
+            errors["frontend"] = "did not route the graph to stax.gpu"
+    except Exception as e:  # noqa: BLE001
+        errors["frontend"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+    for mode in ("sched", "hand"):
+        try:
+            module = stax_ir(w, mode, GpuConfig.from_env())
+            ok, err = max_err(module.call(list(inputs)), ref, rtol, atol)
+            if ok:
+                log["errors"] = errors
+                return f"ir-{mode}", (lambda m=module: m.call(list(inputs))), module
+            errors[f"ir-{mode}"] = f"mismatch vs eager: max abs err {err:.3g}"
+        except Exception as e:  # noqa: BLE001
+            errors[f"ir-{mode}"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+            errors[f"ir-{mode}-trace"] = traceback.format_exc()[-2000:]
+    log["errors"] = errors
+    return None, None, None
+
+
+def bench_workload(w, rounds: int, copy_bw: float, skip_inductor: bool) -> dict:
+    rec = {"name": w.name}
+    inputs = w.make_inputs()
+    ref = w.fn(*inputs)
+    sync()
+    rec["bytes"] = nbytes(inputs) + nbytes(ref)
+    impls = {"eager": lambda: w.fn(*inputs)}
+    torch._dynamo.reset()  # once per workload, before either compiler runs
+    t = time.time()
+    path, stax_fn, module = build_stax(w, inputs, ref, rec)
+    rec["stax_compile_s"] = round(time.time() - t, 2)
+    rec["stax_path"] = path
+    if stax_fn is not None:
+        impls["stax"] = stax_fn
+        if module is not None:
+            rec["stax_kernels"] = list(module.kernel_names)
+            if "check_errors(" in module.source:  # also time it without the bounds-check sync
+                m2 = stax_ir(w, path.split("-")[1], GpuConfig.from_env(bounds_check="off"))
+                impls["stax_nocheck"] = lambda: m2.call(list(inputs))
+    if not skip_inductor:
+        try:
+            t = time.time()
+            ind = torch.compile(fresh_copy(w.fn, "inductor"))
+            ok, err = max_err(ind(*inputs), ref, *w.tol)
+            rec["inductor_compile_s"] = round(time.time() - t, 2)
+            rec["inductor_correct"] = ok
+            impls["inductor"] = lambda: ind(*inputs)
+        except Exception as e:  # noqa: BLE001
+            rec["inductor_error"] = f"{type(e).__name__}: {e}"[:500]
+    if "stax" in impls:
+        ok, err = max_err(impls["stax"]() if path == "frontend" else flat(impls["stax"]()), ref, *w.tol)
+        rec["stax_correct"], rec["stax_max_abs_err"] = ok, err
+    # warm up (autotuning happens here) and size the timing loops to ~25 ms each
+    iters = {}
+    for name, f in impls.items():
+        for _ in range(3):
+            f()
+        sync()
+        est = time_ms(f, 3)
+        iters[name] = 1 if DRY else max(3, min(200, int(25 / max(est, 1e-3))))
+    samples = {name: [] for name in impls}
+    order = list(impls)
+    for k in range(rounds):
+        for name in order[k % len(order):] + order[: k % len(order)]:
+            samples[name].append(time_ms(impls[name], iters[name]))
+    for name, ts in samples.items():
+        ms = statistics.median(ts)
+        rec[f"{name}_ms"] = round(ms, 4)
+        gbps = rec["bytes"] / (ms * 1e-3) / 1e9
+        rec[f"{name}_GBps"] = round(gbps, 1)
+        rec[f"{name}_pct_copy"] = round(100 * rec["bytes"] / (ms * 1e-3) / copy_bw, 1)
+    if "stax_ms" in rec:
+        rec["stax_vs_eager"] = round(rec["eager_ms"] / rec["stax_ms"], 3)
+        if "inductor_ms" in rec:
+            rec["stax_vs_inductor"] = round(rec["inductor_ms"] / rec["stax_ms"], 3)
+    if "inductor_ms" in rec:
+        rec["inductor_vs_eager"] = round(rec["eager_ms"] / rec["inductor_ms"], 3)
+    return rec
+
+
+def geomean(xs) -> float | None:
+    xs = [x for x in xs if x]
+    return round(math.exp(sum(math.log(x) for x in xs) / len(xs)), 3) if xs else None
+
+
+def markdown(result: dict) -> str:
+    lines = [
+        f"# stax-gpu benchmark: {N}x{C} float32 on {result.get('device')}",
+        "",
+        f"torch {result.get('torch')}, triton {result.get('triton')}; copy bandwidth "
+        f"{result.get('copy_GBps')} GB/s (read+write); times are medians of {result.get('rounds')} interleaved rounds.",
+        "",
+        "| workload | eager ms | inductor ms | stax ms | stax/inductor | stax/eager | stax % copy BW | inductor % copy BW"
+        " | stax path | correct |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in result["workloads"]:
+        if "skipped" in r or "error" in r:
+            lines.append(f"| {r['name']} | {r.get('skipped') or r.get('error')} |||||||||")
+            continue
+        extra = f" (no check: {r['stax_nocheck_ms']})" if "stax_nocheck_ms" in r else ""
+        lines.append(
+            f"| {r['name']} | {r.get('eager_ms')} | {r.get('inductor_ms')} | {r.get('stax_ms')}{extra} | "
+            f"{r.get('stax_vs_inductor')} | {r.get('stax_vs_eager')} | {r.get('stax_pct_copy')} | "
+            f"{r.get('inductor_pct_copy')} | {r.get('stax_path')} | {r.get('stax_correct')} |"
+        )
+    lines += ["", f"geomean speedup over eager: stax {result.get('geomean_stax_vs_eager')}, "
+              f"inductor {result.get('geomean_inductor_vs_eager')}; stax over inductor {result.get('geomean_stax_vs_inductor')}"]
+    return "\n".join(lines) + "\n"
+
+
+def write(result: dict, out: str) -> None:
+    ws = [r for r in result["workloads"] if "eager_ms" in r]
+    result["geomean_stax_vs_eager"] = geomean(r.get("stax_vs_eager") for r in ws)
+    result["geomean_inductor_vs_eager"] = geomean(r.get("inductor_vs_eager") for r in ws)
+    result["geomean_stax_vs_inductor"] = geomean(r.get("stax_vs_inductor") for r in ws)
+    result["elapsed_s"] = round(time.time() - T0, 1)
+    with open(os.path.join(out, "gpu_bench.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    with open(os.path.join(out, "gpu_bench.md"), "w") as f:
+        f.write(markdown(result))
+    with open(os.path.join(out, "gpu_stax_sources.txt"), "w") as f:
+        f.write("\n\n# ======== next module ========\n\n".join(ROUTED["sources"]))
+
+
+def aot(only) -> None:
+    """No GPU needed: generate every workload's stax kernels and compile them for sm_90."""
+    from stax.gpu.aot import compile_module
+
+    cfg = GpuConfig(cache_dir=os.environ["STAX_CACHE_DIR"])
+    for w in suite_lazy():
+        if only and w.name not in only:
+            continue
+        t = time.time()
+        module = stax_ir(w, "hand", cfg)
+        lines = compile_module(module, w.ir()[0], all_configs=True)
+        print(f"{w.name}: {len(lines)} kernels compiled in {time.time() - t:.1f}s")
+        for ln in lines:
+            print("   ", ln)
+
+
+def suite_lazy():
+    """The workload list without touching cuda (for --aot)."""
+    import workloads_gpu as W
+
+    return [W.Workload(w[0], None, None, w[1]) for w in [
+        ("softmax", W.g_softmax), ("layernorm", W.g_layernorm), ("rmsnorm", W.g_rmsnorm), ("silu", W.g_silu),
+        ("bias+gelu+residual", W.g_bias_gelu_residual), ("x/x.sum(-1)", W.g_div_by_sum),
+        ("exp->sum&amax", W.g_exp_sum_amax), ("transpose+add", W.g_transpose_add),
+        ("log_softmax+nll", W.g_log_softmax_nll), ("var_mean", W.g_var_mean), ("cumsum", W.g_cumsum)]]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=os.environ.get("OUT", "benchmarks/results"))
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--only", default="", help="comma-separated workload names")
+    ap.add_argument("--deadline", type=float, default=330, help="seconds after start: start no new workload after it")
+    ap.add_argument("--skip-inductor", action="store_true")
+    ap.add_argument("--aot", action="store_true", help="compile the stax kernels for sm_90 only (no GPU)")
+    ap.add_argument("--dry-run", action="store_true", help="tiny shapes on CPU under the Triton interpreter")
+    a = ap.parse_args()
+    only = {s.strip() for s in a.only.split(",") if s.strip()}
+    if a.aot:
+        aot(only)
+        return 0
+    os.makedirs(a.out, exist_ok=True)
+    import triton
+
+    result = {
+        "device": "cpu (dry run, Triton interpreter)" if DRY else torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "python": sys.version.split()[0],
+        "shape": [N, C],
+        "rounds": a.rounds,
+        "workloads": [],
+    }
+    bw = copy_bandwidth()
+    result["copy_GBps"] = round(bw / 1e9, 1)
+    print(f"copy bandwidth {bw / 1e9:.1f} GB/s", flush=True)
+    for w in suite():
+        if only and w.name not in only:
+            continue
+        if time.time() - T0 > a.deadline:
+            result["workloads"].append({"name": w.name, "skipped": "deadline"})
+            continue
+        CAPTURE.lines.clear()
+        try:
+            rec = bench_workload(w, a.rounds, bw, a.skip_inductor)
+        except Exception as e:  # noqa: BLE001 - one workload's failure must not cost the others
+            rec = {"name": w.name, "error": f"{type(e).__name__}: {e}"[:500], "trace": traceback.format_exc()[-3000:]}
+        rec["stax_log"] = CAPTURE.lines[-40:]
+        result["workloads"].append(rec)
+        if not DRY:
+            torch.cuda.empty_cache()
+        write(result, a.out)
+        keys = ("eager_ms", "inductor_ms", "stax_ms", "stax_vs_inductor", "stax_pct_copy", "stax_path", "stax_correct")
+        print(w.name, {k: rec.get(k) for k in keys}, rec.get("error", ""), flush=True)
+    write(result, a.out)
+    print(markdown(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

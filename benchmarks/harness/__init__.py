@@ -1,0 +1,1 @@
+"""Benchmark harness: timing, bandwidth, memory, compile, output; the runner ties them together."""

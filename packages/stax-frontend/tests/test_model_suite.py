@@ -1,0 +1,71 @@
+"""Issue 6's model suite: inference and one training step equal to eager (loss, every
+grad, and mutated buffers such as batchnorm running stats), with the fallback count."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import assert_same
+from models import CNN, GPT, Block, mlp
+from stax.frontend import metrics
+
+TOL = dict(rtol=1e-4, atol=1e-5)  # float32 through several matmuls and reductions
+
+
+def _data(name):
+    g = torch.Generator().manual_seed(1)
+    if name == "mlp":
+        return mlp(), torch.randn(16, 32, generator=g), torch.randint(0, 10, (16,), generator=g)
+    if name == "cnn":
+        return CNN(), torch.randn(4, 3, 16, 16, generator=g), torch.randint(0, 10, (4,), generator=g)
+    if name == "encoder":
+        return Block(32, 4, causal=False), torch.randn(2, 10, 32, generator=g), torch.randn(2, 10, 32, generator=g)
+    return GPT(), torch.randint(0, 50, (2, 16), generator=g), torch.randint(0, 50, (2, 16), generator=g)
+
+
+def _loss(name, out, target):
+    if name == "encoder":
+        return F.mse_loss(out, target)
+    return F.cross_entropy(out.reshape(-1, out.shape[-1]), target.reshape(-1))
+
+
+MODELS = ["mlp", "cnn", "encoder", "gpt"]
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_inference(name):
+    torch.manual_seed(0)
+    model, x, _ = _data(name)
+    model.eval()
+    with torch.no_grad():
+        expected = model(x)
+        actual = torch.compile(model, backend="stax", dynamic=False)(x)
+    assert_same(actual, expected, **TOL)
+    m = metrics.snapshot()
+    assert m.graphs_failed == 0 and m.fallback_calls == 0, dict(m.fallback_ops)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_training_step(name):
+    torch.manual_seed(0)
+    model, x, target = _data(name)
+    ref = copy.deepcopy(model)
+    model.train()
+    ref.train()
+    compiled = torch.compile(lambda inp: _loss(name, model(inp), target), backend="stax", dynamic=False)
+    loss = compiled(x)
+    loss.backward()
+    loss_ref = _loss(name, ref(x), target)
+    loss_ref.backward()
+    assert_same(loss, loss_ref, **TOL)
+    for (pname, p), (_, q) in zip(model.named_parameters(), ref.named_parameters()):
+        assert p.grad is not None, pname
+        assert_same(p.grad, q.grad, check_stride=False, **TOL)
+    for (_, b), (_, c) in zip(model.named_buffers(), ref.named_buffers()):  # running stats: mutations
+        assert_same(b, c, **TOL)
+    m = metrics.snapshot()
+    assert m.graphs_compiled == 2 and m.graphs_failed == 0
+    assert m.fallback_calls == 0, dict(m.fallback_ops)
