@@ -269,3 +269,18 @@ def test_softmax_row_stays_kernel_local(stream, cfg):
     assert "e = empty_strided" not in mod.source and "data_ptr(e)" not in mod.source
     if stream == 0 and "stax::vec::" in mod.source:
         assert "stax::vec::stream(out_ptr" in mod.source and "__builtin_ia32_sfence" in mod.source
+
+
+def test_large_outputs_ask_for_huge_pages(cfg):
+    """Outputs >= huge_page_bytes are advised (MADV_HUGEPAGE on their 2 MB-aligned inside) before the
+    kernel writes them; smaller ones are not; values are unaffected."""
+    from dataclasses import replace
+
+    n = (5 << 20) // 4 + 3
+    x = contiguous("x", (n,))
+    g = ir.Graph([x], [pointwise("big", (n,), ir.op("neg", ir.load("x", i0, F32))),
+                       pointwise("small", (1000,), ir.op("abs", ir.load("x", i0, F32)))], ["big", "small"])
+    ours, ref, mod = run_both(g, {"x": np.random.default_rng(11).standard_normal(n)}, replace(cfg, huge_page_bytes=4 << 20))
+    assert_close(ours[0], ref[0], F32)
+    assert_close(ours[1], ref[1], F32)
+    assert mod.source.count("stax::advise_huge(out_ptr0, ") == 1 and "advise_huge(out_ptr1" not in mod.source

@@ -4,6 +4,7 @@ kernels, outputs; and the generated source as a golden text (Listing 8.1's shape
 import numpy as np
 import pytest
 import torch
+from error_model import gamma
 from gpu_testlib import DEVICE, config, f32, i0, i1, inp, lay, make_inputs, pw, r0, red, run
 from stax.gpu import compile_schedule
 from stax.gpu.testing import build_schedule
@@ -81,7 +82,14 @@ def test_extern_kernel_with_constants_and_layout_fixup():
         calls.append(alpha)
         return (alpha * (a @ b)).t().contiguous().t()  # column-major result
 
-    m = run(g, groups=[["buf0"], ["buf1"]], extern={"aten.mm_t": mm_t}, tol=dict(rtol=1e-5, atol=1e-5))
+    def mm_t_bound(a, b, alpha):
+        """alpha (a @ b) in float64 and the dot-product bound gamma_n |a| |b| (any order, FMA or not)."""
+        (xa, ea), (xb, eb) = a, b
+        err = abs(alpha) * (gamma(n, f32) * (abs(xa) @ abs(xb)) + ea @ abs(xb) + abs(xa) @ eb)
+        return alpha * (xa @ xb), err
+
+    m = run(g, groups=[["buf0"], ["buf1"]], extern={"aten.mm_t": mm_t}, tol=dict(rtol=1e-5, atol=1e-5),
+            extern_bounds={"aten.mm_t": mm_t_bound})
     assert calls == [2.0, 2.0]  # once by the reference, once by stax-gpu
     assert "extern_call(EXTERN_0, (a, b), CONSTANTS_0" in m.source
 

@@ -236,3 +236,14 @@ def test_reordering_lowers_the_peak():
     assert s.memory.lower_bound_bytes == def_7_5_peak(s) and original.memory.lower_bound_bytes == def_7_5_peak(original)
     order = [k.nodes[0] for k in s.kernels]
     assert order.index("a2") < order.index("b1") or order.index("b2") < order.index("a1")
+
+
+def test_empty_graph_schedules_to_nothing():
+    """A graph that only returns its input has no kernels and nothing to allocate or free."""
+    from stax.ir import Graph, InputBuffer, Layout, dtypes
+    from stax.sched import schedule
+
+    x = InputBuffer("x", Layout.contiguous((4, 5), dtypes.float32))
+    s = schedule(Graph((x,), (), ("x",)))
+    assert s.kernels == ()
+    assert s.memory.events == ()

@@ -53,7 +53,8 @@ def generate_kernels(schedule: Schedule, config: CpuConfig, isa: isa_mod.Isa, th
         emit_kernel(k, schedule.graph, threads, config.min_chunk,
                     vector_bytes=isa.vector_bytes if config.vectorize else 0,
                     escaping=escaping_buffers(schedule, k), tile=config.tile,
-                    stream_bytes=config.stream_bytes if isa.vector_bytes else None)
+                    stream_bytes=config.stream_bytes if isa.vector_bytes else None,
+                    huge_bytes=config.huge_page_bytes)
         for k in schedule.kernels
         if k.kind != EXTERN
     ]

@@ -27,6 +27,8 @@ class CpuConfig:
     # outputs at least this large use non-temporal vector stores; off by default: with freshly
     # page-faulted output buffers (every call of a torch/numpy allocator) they measured slower
     stream_bytes: int | None = None
+    # outputs at least this large ask for transparent huge pages before their first write (None: never)
+    huge_page_bytes: int | None = 4 << 20
     compile_workers: int | None = None  # parallel g++ processes; None: os.cpu_count()
 
     def __post_init__(self):

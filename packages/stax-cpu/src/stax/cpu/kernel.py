@@ -58,6 +58,7 @@ class KernelContext:
     counter: int = 0
     local: dict = field(default_factory=dict)  # buffer -> LocalBuffer (kernel-local scratch)
     streaming: frozenset = frozenset()  # outputs large enough for non-temporal vector stores
+    huge: tuple = ()  # (pointer, bytes) of outputs advised to use transparent huge pages
 
     def ptr(self, buf: str) -> str:
         if buf in self.local:
@@ -513,7 +514,7 @@ def _local_buffers(nests: list[Nest], escaping: set) -> dict:
 
 def emit_kernel(kernel: Kernel, graph: Graph, threads: int, min_chunk: int = 512, merge: bool = True,
                 vector_bytes: int = 0, escaping: set | None = None, tile: bool = True,
-                stream_bytes: int | None = None) -> KernelSource:
+                stream_bytes: int | None = None, huge_bytes: int | None = None) -> KernelSource:
     """C++ source of one kernel of the schedule (vectorized where `vector_bytes` allows).
 
     `escaping`: buffers read outside this kernel (or graph outputs); the others may become
@@ -531,9 +532,14 @@ def emit_kernel(kernel: Kernel, graph: Graph, threads: int, min_chunk: int = 512
             if ld.buffer not in written and ld.buffer not in ctx.in_ptrs:
                 ctx.in_ptrs[ld.buffer] = f"in_ptr{len(ctx.in_ptrs)}"
     ctx.out_ptrs = {b: f"out_ptr{k}" for k, b in enumerate(b for b in written if b not in ctx.local)}
+    if huge_bytes is not None:
+        ctx.huge = tuple((ctx.out_ptrs[b], graph.buffer_layout(b).nbytes()) for b in ctx.out_ptrs
+                         if graph.buffer_layout(b).nbytes() >= huge_bytes)
     emitter = KernelEmitter(ctx, threads, min_chunk, vector_bytes, tile)
     depths = [emitter.nest_depth(n) for n in nests]
     body = Lines(1)
+    for ptr, nbytes in ctx.huge:
+        body(f"stax::advise_huge({ptr}, {nbytes});")
     streams = bool(ctx.streaming)  # decided per store; the fence below is cheap when unused
     region = (len(nests) > 1 or streams) and any(depths)
     if region:

@@ -34,7 +34,20 @@ static inline int64_t stax_mod(int64_t a, int64_t b) {
     return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
 
+extern "C" int madvise(void*, __SIZE_TYPE__, int);
+
 namespace stax {
+// Large fresh output buffers page-fault on first touch, 4 KB at a time (in a VM that costs more than
+// the writes); asking for transparent huge pages on the 2 MB-aligned inside of the buffer, before the
+// first write, makes that 512x fewer faults. Memory outside the buffer is never advised.
+static inline void advise_huge(void* p, int64_t nbytes) {
+#if defined(__linux__)
+    const __UINTPTR_TYPE__ huge = (__UINTPTR_TYPE__)2 << 20;
+    __UINTPTR_TYPE__ lo = ((__UINTPTR_TYPE__)p + huge - 1) & ~(huge - 1);
+    __UINTPTR_TYPE__ hi = ((__UINTPTR_TYPE__)p + (__UINTPTR_TYPE__)nbytes) & ~(huge - 1);
+    if (hi > lo) madvise((void*)lo, hi - lo, 14 /* MADV_HUGEPAGE */);
+#endif
+}
 // Error flag: err[0] = code (1 zero division, 2 index out of bounds, 3 negative int power),
 // err[1..3] = details of the first error. Written by any thread; checked by the wrapper.
 static inline void set_err(int64_t* err, int64_t code, int64_t a = 0, int64_t b = 0, int64_t c = 0) {

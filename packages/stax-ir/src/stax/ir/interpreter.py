@@ -125,7 +125,8 @@ def run_node(node: ComputedBuffer, buffers: Mapping[str, np.ndarray]) -> np.ndar
             result = np.full(tuple(sizes), ident, dtype=dt.compute_dtype(body.dtype).np)
         else:
             with np.errstate(all="ignore"):
-                result = rdef.numpy(vals.reshape(tuple(sizes) + (-1,)), len(sizes))
+                # explicit reduced length: reshape(-1) is ambiguous when the output is empty
+                result = rdef.numpy(vals.reshape(tuple(sizes) + (_numel(rsizes),)), len(sizes))
         dtype = body.dtype
     elif isinstance(body, Scan):
         shape = tuple(sizes)

@@ -75,7 +75,7 @@ class MemoryModel:
 
     def occupancy(self, order) -> list[int]:
         """Bytes live during each kernel of `order` (Def 7.5's sum over L(tau))."""
-        occ = [0] * (len(order) + 1)
+        occ = [0] * (max(len(order), 1) + 1)  # an empty graph still has live inputs
         for name, (lo, hi) in self.lifetimes(order).items():
             occ[lo] += self.size(name)
             occ[hi + 1] -= self.size(name)
