@@ -16,7 +16,7 @@ from .simplify import LoopMerge, coalesce_loops, simplify_index
 from .value_ranges import ValueRange, bound_index, bound_value, bounds_check_needed, index_fits_int32, provably_true
 from .views import View, cat, constant_pad, with_mask
 
-__version__ = "0.2.0"
+__version__ = "0.1.0"
 
 __all__ = [
     "CeilDiv", "ComputedBuffer", "Constant", "DType", "ExternKernel", "FloorDiv", "Graph",
