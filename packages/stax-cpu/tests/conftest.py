@@ -1,5 +1,4 @@
 import pytest
-
 from stax.cpu import CpuConfig
 from stax.cpu import isa as isa_mod
 from stax.cpu.toolchain import find_cxx

@@ -69,3 +69,30 @@ def test_training_step(name):
     m = metrics.snapshot()
     assert m.graphs_compiled == 2 and m.graphs_failed == 0
     assert m.fallback_calls == 0, dict(m.fallback_ops)
+
+
+def test_training_step_inside_compiled_frame():
+    """loss.backward() inside the compiled function (a whole training step): AOTAutograd
+    compiles the backward lazily while dynamo is active. Exactly the forward and the
+    backward graph are compiled (dynamo must not trace Stax's compiler or the generated
+    wrappers), and a second step compiles nothing new."""
+    torch.manual_seed(0)
+    model, x, target = _data("gpt")
+    ref = copy.deepcopy(model)
+
+    def step(mod, inp):
+        for p in mod.parameters():
+            p.grad = None
+        loss = _loss("gpt", mod(inp), target)
+        loss.backward()  # a graph break: the rest of the frame runs in a resume function
+        return loss
+
+    compiled = torch.compile(step, backend="stax", dynamic=False)
+    for k in range(2):
+        loss = compiled(model, x)
+        loss_ref = step(ref, x)
+        assert_same(loss, loss_ref, **TOL)
+        for (pname, p), (_, q) in zip(model.named_parameters(), ref.named_parameters()):
+            assert_same(p.grad, q.grad, check_stride=False, **TOL)
+        m = metrics.snapshot()
+        assert (m.graphs_compiled, m.graphs_failed, m.fallback_calls) == (2, 0, 0), (k, m)

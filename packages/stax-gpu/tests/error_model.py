@@ -60,50 +60,99 @@ _TINY = {"float32": float(np.finfo(np.float32).tiny), "float64": float(np.finfo(
 class Budget:
     """An op's own error: 'exact', 'rounded' (IEEE correctly rounded) or 'ulps':
     (ulps + 0.5) ulp of the result (ulps from the correctly rounded result, as CUDA
-    states them), plus rel * |result| + abs (a helper formula's stated error)."""
+    states them), plus rel * |result| + abs (a helper formula's stated error).
+    `ftz`: a subnormal result may be flushed to zero (libdevice is built with FTZ)."""
 
     kind: str
     ulps: float = 0.0
     rel: float = 0.0
     abs: float = 0.0
+    ftz: bool = False
 
 
 EXACT = Budget("exact")
 ROUNDED = Budget("rounded")
+EXACT_FTZ = Budget("exact", ftz=True)  # libdevice.nextafter(0, 1) may flush the smallest subnormal
 
 
 def _ulps(k, rel=0.0, abs_=0.0) -> Budget:
-    return Budget("ulps", k, rel, abs_)
+    return Budget("ulps", k, rel, abs_, ftz=True)
 
 
-_EXACT_OPS = ("neg abs maximum minimum fmax fmin sign relu floor ceil round trunc frac fmod copysign "
-              "nextafter signbit isnan isinf isfinite eq ne lt le gt ge logical_and logical_or logical_xor "
-              "logical_not bitwise_and bitwise_or bitwise_xor bitwise_not bitwise_left_shift bitwise_right_shift "
-              "where rand").split()
+_EXACT_OPS = (
+    "neg abs maximum minimum fmax fmin sign relu floor ceil round trunc frac fmod copysign "
+    "signbit isnan isinf isfinite eq ne lt le gt ge logical_and logical_or logical_xor "
+    "logical_not bitwise_and bitwise_or bitwise_xor bitwise_not bitwise_left_shift bitwise_right_shift "
+    "where rand"
+).split()
 _ROUNDED_OPS = "add sub mul truediv reciprocal square remainder".split()
 # float32 libdevice: max ulp from the correctly rounded result (CUDA C++ Programming Guide,
 # Mathematical Functions, single precision; lgamma outside -10.001 .. -2.264). sqrt is 0
 # with -prec-sqrt=true and 1 otherwise: 1 here.
 LIBDEVICE_ULPS = {
-    "exp": 2, "exp2": 2, "expm1": 1, "log": 1, "log2": 1, "log10": 2, "log1p": 1, "sqrt": 1, "rsqrt": 2,
-    "sin": 2, "cos": 2, "tan": 4, "asin": 2, "acos": 2, "atan": 2, "atan2": 3, "sinh": 3, "cosh": 2, "tanh": 2,
-    "asinh": 3, "acosh": 4, "atanh": 3, "hypot": 3, "pow": 4, "erf": 2, "erfc": 4, "erfinv": 2, "lgamma": 6,
+    "exp": 2,
+    "exp2": 2,
+    "expm1": 1,
+    "log": 1,
+    "log2": 1,
+    "log10": 2,
+    "log1p": 1,
+    "sqrt": 1,
+    "rsqrt": 2,
+    "sin": 2,
+    "cos": 2,
+    "tan": 4,
+    "asin": 2,
+    "acos": 2,
+    "atan": 2,
+    "atan2": 3,
+    "sinh": 3,
+    "cosh": 2,
+    "tanh": 2,
+    "asinh": 3,
+    "acosh": 4,
+    "atanh": 3,
+    "hypot": 3,
+    "pow": 4,
+    "erf": 2,
+    "erfc": 4,
+    "erfinv": 2,
+    "lgamma": 6,
 }
 LIBDEVICE_ULPS_F64 = {**LIBDEVICE_ULPS, "erfc": 5, "erfinv": 5}  # double precision: the larger of the two tables
 # tl.randn: Box-Muller with the approximate tl.log/tl.cos: radius <= sqrt(-2 ln 1e-7) = 5.7 times
 # cos.approx's absolute error 2^-20.5 (3.9e-6), plus the approximate lg2/sqrt on the radius.
-RANDN = Budget("ulps", 2, 0.0, 2.0**-17)
+RANDN = Budget("ulps", 2, 0.0, 2.0**-17, ftz=True)
 # Python float //: the exact floor of a/b, rounded once it exceeds 2^24 (via fmod and a
 # correctly rounded divide, numpy and triton_helpers.floordiv_fmod alike): 1 ulp.
-FLOORDIV = Budget("ulps", 1)
+FLOORDIV = Budget("ulps", 1)  # no FTZ: integers
 # Under TRITON_INTERPRET: tl.* math is numpy (float32 SIMD exp/log/sin: < 4 ulp); the helper
 # formulas of triton_helpers have the errors their test tolerances state (test_op_table).
 NUMPY_ULPS = 4
 FORMULA = dict(rel=1e-5, abs_=1e-6)
 LOOSE = dict(rel=2e-5, abs_=2e-5)
 PORTABLE_FORMULAS = {
-    **{k: FORMULA for k in ("expm1", "log1p", "log10", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "tanh",
-                           "asinh", "acosh", "atanh", "pow", "hypot")},
+    **{
+        k: FORMULA
+        for k in (
+            "expm1",
+            "log1p",
+            "log10",
+            "tan",
+            "asin",
+            "acos",
+            "atan",
+            "atan2",
+            "sinh",
+            "cosh",
+            "tanh",
+            "asinh",
+            "acosh",
+            "atanh",
+            "pow",
+            "hypot",
+        )
+    },
     **{k: LOOSE for k in ("lgamma", "erfc", "erfinv", "erf")},
 }
 
@@ -111,9 +160,12 @@ PORTABLE_FORMULAS = {
 # op's own semantics). Each takes (apply, const, *operands); apply(name, *operands).
 COMPOSITES = {
     "sigmoid": lambda ap, c, x: ap("reciprocal", ap("add", c(1.0), ap("exp", ap("neg", x)))),
-    "logaddexp": lambda ap, c, a, b: ap("where", ap("eq", a, b), ap("add", a, c(0.6931471805599453)),
-                                        ap("add", ap("maximum", a, b),
-                                           ap("log1p", ap("exp", ap("neg", ap("abs", ap("sub", a, b))))))),
+    "logaddexp": lambda ap, c, a, b: ap(
+        "where",
+        ap("eq", a, b),
+        ap("add", a, c(0.6931471805599453)),
+        ap("add", ap("maximum", a, b), ap("log1p", ap("exp", ap("neg", ap("abs", ap("sub", a, b)))))),
+    ),
     "truncdiv": lambda ap, c, a, b: ap("trunc", ap("truediv", a, b)),
 }
 DTYPE_SENSITIVE = {"nextafter"}  # defined by the bits of the compute dtype: evaluated in it
@@ -125,6 +177,8 @@ def budget(name: str, math: str, d: dt.DType) -> Budget:
     kernels shifted by simulated libdevice errors: libdevice's budget plus the formulas')."""
     if name in _EXACT_OPS:
         return EXACT
+    if name == "nextafter":
+        return EXACT_FTZ
     if name in _ROUNDED_OPS or (name == "sqrt" and math == "portable"):  # portable sqrt is sqrt_rn
         return ROUNDED
     if name == "randn":
@@ -170,16 +224,18 @@ def own_error(b: Budget, x, prop, d: dt.DType) -> np.ndarray:
     """The op's own error at exact result x whose operands carry error `prop`."""
     cd = dt.compute_dtype(d)
     if b.kind == "exact":
-        e = np.zeros_like(x, dtype=F64)
+        e = np.zeros(np.shape(x), dtype=F64)
     else:
         mag = np.abs(x) + prop
         if b.kind == "rounded":
             e = rounding(x, prop, cd)
         else:
             with np.errstate(invalid="ignore"):
-                e = (b.ulps + 0.5) * ulp(mag, cd) + b.rel * mag + b.abs + _TINY[cd.name]
+                e = (b.ulps + 0.5) * ulp(mag, cd) + b.rel * mag + b.abs
         if cd == dt.float64:
             e = 2 * e  # the float64 reference errs by as much as the result does
+    if b.ftz:
+        e = e + _TINY[cd.name]
     if cd != d:  # half types: the reference rounds every op to d
         e = e + rounding(x, prop + e, d)
     return e
@@ -274,9 +330,11 @@ class BoundArith:
         comp = COMPOSITES.get(node.name) if d.is_floating else None
         if comp is None:
             return self._apply(node.name, d, args, budget(node.name, self.math, d) if d.is_floating else EXACT)
-        _, e = comp(lambda name, *xs: self._apply(name, dt.bool_ if name == "eq" else d, xs,
-                                                 budget(name, self.math, d)),
-                    lambda c: self.constant(c, d), *args)
+        _, e = comp(
+            lambda name, *xs: self._apply(name, dt.bool_ if name == "eq" else d, xs, budget(name, self.math, d)),
+            lambda c: self.constant(c, d),
+            *args,
+        )
         x, _ = self._apply(node.name, d, args, EXACT)
         e = e + _TINY[dt.compute_dtype(d).name]  # an intermediate may over- or underflow (sigmoid(-100) = 0)
         return x, np.where(np.isfinite(x), e, np.where(np.isinf(e), np.inf, 0.0))
@@ -366,8 +424,9 @@ class BoundArith:
             elif rt == "welford_m2":
                 dev = x - np.mean(x, -1, keepdims=True)
                 r = np.sum(dev * dev, -1)
-                err = (np.sum(2 * np.abs(dev) * e + e * e, -1)
-                       + twice * gamma(8 * n, d) * np.sqrt(r) * np.sqrt(np.sum(x * x, -1)))
+                err = np.sum(2 * np.abs(dev) * e + e * e, -1) + twice * gamma(8 * n, d) * np.sqrt(r) * np.sqrt(
+                    np.sum(x * x, -1)
+                )
             elif rt == "welford_count":
                 return np.full(x.shape[:-1], float(n)), np.zeros(x.shape[:-1], F64)
             else:
@@ -407,8 +466,10 @@ class BoundArith:
                 elif st in ("cummax_index", "cummin_index"):
                     err = np.where(_near_tie_prefix(x, e, r, st == "cummax_index"), np.inf, 0.0)
                 elif st == "logcumsumexp":
-                    big = np.maximum(np.maximum.accumulate(np.where(np.isfinite(x), ax, 0.0), -1),
-                                     np.where(np.isfinite(r), np.abs(r), 0.0))
+                    big = np.maximum(
+                        np.maximum.accumulate(np.where(np.isfinite(x), ax, 0.0), -1),
+                        np.where(np.isfinite(r), np.abs(r), 0.0),
+                    )
                     err = np.maximum.accumulate(e, -1) + twice * gamma(4 * k, d) * (big + 2.0)
                 else:
                     raise NotImplementedError(f"error model: scan {st}")

@@ -59,8 +59,9 @@ class SimArith:
 
     def extern(self, node, args):
         fn = self.extern_kernels[node.kernel]
-        return (np.asarray(dt.round_to(np.asarray(fn(*[a[0] for a in args], **dict(node.constants))),
-                                       node.layout.dtype)),)
+        return (
+            np.asarray(dt.round_to(np.asarray(fn(*[a[0] for a in args], **dict(node.constants))), node.layout.dtype)),
+        )
 
     # ---- ops
     def _move_ulps(self, r, k: int):
@@ -142,7 +143,7 @@ class SimArith:
         mean, m2, w = (np.zeros(shape, x.dtype) for _ in range(3))
         with np.errstate(all="ignore"):
             for k in range(0, n, lanes):
-                blk = x[..., k:k + lanes]
+                blk = x[..., k : k + lanes]
                 j = blk.shape[-1]
                 w1 = w[..., :j] + 1
                 delta = blk - mean[..., :j]
@@ -151,7 +152,9 @@ class SimArith:
                 mean[..., :j], w[..., :j] = mean1, w1
             while mean.shape[-1] > 1:
                 if mean.shape[-1] % 2:
-                    mean, m2, w = (np.concatenate([a, np.zeros(a.shape[:-1] + (1,), a.dtype)], -1) for a in (mean, m2, w))
+                    mean, m2, w = (
+                        np.concatenate([a, np.zeros(a.shape[:-1] + (1,), a.dtype)], -1) for a in (mean, m2, w)
+                    )
                 a, b = (mean[..., 0::2], m2[..., 0::2], w[..., 0::2]), (mean[..., 1::2], m2[..., 1::2], w[..., 1::2])
                 mean, m2, w = self._combine(*a, *b)
         return mean[..., 0], m2[..., 0], w[..., 0]
@@ -168,14 +171,20 @@ class SimArith:
         cd = _cd(d)
         if self.perturb and d.is_floating and st in ("cumsum", "cumprod", "logcumsumexp"):
             if st == "logcumsumexp":
+
                 def comb(a, b):
-                    return COMPOSITES["logaddexp"](lambda n, *vs: self._prim(n, dt.bool_ if n == "eq" else d, vs),
-                                                   lambda c: self.constant(c, d), (a,), (b,))[0]
+                    return COMPOSITES["logaddexp"](
+                        lambda n, *vs: self._prim(n, dt.bool_ if n == "eq" else d, vs),
+                        lambda c: self.constant(c, d),
+                        (a,),
+                        (b,),
+                    )[0]
             else:
                 ufunc = np.add if st == "cumsum" else np.multiply
 
                 def comb(a, b):
                     return ufunc(a, b).astype(cd)
+
             y = x.astype(cd)
             s = 1
             with np.errstate(all="ignore"):

@@ -32,8 +32,8 @@ import os
 import numpy as np
 import torch
 from error_model import assert_within, reference_with_bounds
-from stax.gpu import GpuConfig, compile_schedule
 from gpu_sim import simulate_gpu
+from stax.gpu import GpuConfig, compile_schedule
 from stax.gpu.testing import build_schedule
 from stax.ir import ComputedBuffer, Graph, InputBuffer, Layout, Pointwise, Reduction, interpret, outputs, to_storage
 from stax.ir import dtypes as dt
@@ -181,24 +181,32 @@ def run(graph: Graph, groups=None, cfg: GpuConfig | None = None, arrays=None, to
 
 def check_outputs(graph: Graph, flats, got, ref, math: str, tol=None, np_extern=None, extern_bounds=None, seed=0):
     """Compare outputs `got` (numpy) with the float32 interpreter's `ref` as MODE says."""
-    dtypes = [graph.buffer_layout(n).dtype for n in graph.outputs]
     exact = tol is not None and tol.get("rtol") == 0 and tol.get("atol") == 0
-    bounds = reference_with_bounds(graph, flats, "perturb" if MODE == "perturb" else math, extern_bounds)
-    if MODE == "interpreter":
-        for name, g, r, d in zip(graph.outputs, got, ref, dtypes):
-            assert_close(g, r, d, tol)
-        for name, r, (x, e), d in zip(graph.outputs, ref, bounds, dtypes):
-            assert_within(r, x, e, d, f"{name} (the numpy float32 reference itself)")
+    if MODE != "interpreter":
+        check_model(graph, flats, got, math, np_extern, extern_bounds, seed, exact_ref=ref if exact else None)
         return
+    dtypes = [graph.buffer_layout(n).dtype for n in graph.outputs]
+    for g, r, d in zip(got, ref, dtypes):
+        assert_close(g, r, d, tol)
+    for name, r, (x, e), d in zip(graph.outputs, ref, reference_with_bounds(graph, flats, math, extern_bounds), dtypes):
+        assert_within(r, x, e, d, f"{name} (the numpy float32 reference itself)")
+
+
+def check_model(graph: Graph, flats, got, math: str, np_extern=None, extern_bounds=None, seed=0, exact_ref=None):
+    """Kernel outputs `got` against the error model (`math`: the kernels' math mode);
+    under STAX_TEST_PERTURB first shifted by simulated GPU deviations. With `exact_ref`
+    (the interpreter's outputs) the comparison is bit-exact instead."""
     if MODE == "perturb":
         sim = simulate_gpu(graph, flats, seed, np_extern)
         base = simulate_gpu(graph, flats, seed, np_extern, perturb=False)
         got = [gpu_like(g, s, b) for g, s, b in zip(got, sim, base)]
-    for name, g, r, (x, e), d in zip(graph.outputs, got, ref, bounds, dtypes):
-        if exact:
+        math = "perturb"
+    if exact_ref is not None:
+        for name, g, r in zip(graph.outputs, got, exact_ref):
             np.testing.assert_array_equal(g, r, err_msg=name)
-        else:
-            assert_within(g, x, e, d, name)
+        return
+    for name, g, (x, e) in zip(graph.outputs, got, reference_with_bounds(graph, flats, math, extern_bounds)):
+        assert_within(g, x, e, graph.buffer_layout(name).dtype, name)
 
 
 def gpu_like(got, sim, ref) -> np.ndarray:

@@ -94,8 +94,9 @@ def run_node(node, buffers: dict, arith: Arith) -> tuple:
     if isinstance(body, Reduction):
         rsizes = [as_int(s) for s in body.reduction_ranges]
         shape = tuple(sizes + rsizes)
-        vals = eval_value(body.value, _grid(sizes + rsizes, list(pvars) + list(reduction_vars(len(rsizes)))), buffers,
-                          shape, arith)
+        vals = eval_value(
+            body.value, _grid(sizes + rsizes, list(pvars) + list(reduction_vars(len(rsizes)))), buffers, shape, arith
+        )
         if _numel(rsizes) == 0:
             rdef = reduction_def(body.reduction_type)
             ident = (rdef.empty or rdef.identity)(body.value.dtype)

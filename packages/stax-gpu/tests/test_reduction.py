@@ -169,19 +169,26 @@ def test_row_level_pointwise_after_reduction():
         run(g, cfg=cfg, x=(0.5, 1.5), tol=dict(rtol=1e-5, atol=1e-7))
 
 
-@pytest.mark.parametrize("mode", ["persistent", "looped"])
-def test_welford_layernorm(mode):
-    """mean/m2/count share one Welford accumulator; y = (x - mean) * rsqrt(m2/n + eps) * w + b."""
-    n, m = 9, 50
+def layernorm_graph(n=9, m=50, correction=0.0):
+    """mean/m2/count share one Welford accumulator; y = (x - mean) * rsqrt(m2/(n - correction) + eps) * w + b."""
     xv = load("x", m * i0 + r0, f32)
     mean = red("buf0", (n, 1), (m,), "welford_mean", xv)
     m2 = red("buf1", (n, 1), (m,), "welford_m2", xv)
     cnt = red("buf2", (n, 1), (m,), "welford_count", xv)
-    rstd = op("rsqrt", op("add", op("truediv", load("buf1", i0, f32), load("buf2", i0, f32)), const(1e-5, f32)))
+    count = load("buf2", i0, f32)
+    if correction:
+        count = op("sub", count, const(correction, f32))
+    rstd = op("rsqrt", op("add", op("truediv", load("buf1", i0, f32), count), const(1e-5, f32)))
     y = op("add", op("mul", op("mul", op("sub", load("x", m * i0 + i1, f32), load("buf0", i0, f32)), rstd),
                      load("w", i1, f32)), load("b", i1, f32))
-    g = Graph((inp("x", (n, m)), inp("w", (m,)), inp("b", (m,))), (mean, m2, cnt, pw("buf3", (n, m), y)), ("buf3", "buf0"))
-    module = run(g, cfg=config(**(LOOPED if mode == "looped" else SMALL)), tol=dict(rtol=1e-4, atol=1e-5))
+    return Graph((inp("x", (n, m)), inp("w", (m,)), inp("b", (m,))), (mean, m2, cnt, pw("buf3", (n, m), y)),
+                 ("buf3", "buf0"))
+
+
+@pytest.mark.parametrize("mode", ["persistent", "looped"])
+def test_welford_layernorm(mode):
+    """mean/m2/count share one Welford accumulator; y = (x - mean) * rsqrt(m2/n + eps) * w + b."""
+    module = run(layernorm_graph(), cfg=config(**(LOOPED if mode == "looped" else SMALL)), tol=dict(rtol=1e-4, atol=1e-5))
     if mode == "looped":
         assert "triton_helpers.welford_combine" in module.source
 

@@ -90,7 +90,7 @@ def test_extern_kernel_with_constants_and_layout_fixup():
 
     m = run(g, groups=[["buf0"], ["buf1"]], extern={"aten.mm_t": mm_t}, tol=dict(rtol=1e-5, atol=1e-5),
             extern_bounds={"aten.mm_t": mm_t_bound})
-    assert calls == [2.0, 2.0]  # once by the reference, once by stax-gpu
+    assert calls[:2] == [2.0, 2.0]  # once by stax-gpu, once by the reference (STAX_TEST_PERTURB: + the simulator)
     assert "extern_call(EXTERN_0, (a, b), CONSTANTS_0" in m.source
 
 

@@ -19,11 +19,12 @@ from .config import Config
 from .cse import cse
 from .decompositions import decomposition_table
 from .graph_lowering import lower
-from .runtime import CompiledGraph, build_module, eager_callable, resolve_runtime
+from .runtime import CompiledGraph, build_module, eager_callable, no_dynamo, resolve_runtime
 
 log = logging.getLogger("stax.frontend")
 
 
+@no_dynamo  # the backward is compiled inside loss.backward(), maybe in a compiled frame
 def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, kind: str, cfg: Config):
     """Compile one ATen graph; on failure run it eagerly (unless cfg.strict)."""
     from stax.ir import ExternKernel

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
+import torch._dynamo
 from stax.ir import ComputedBuffer, ExternKernel, Graph
 from stax.ir import dtypes as dt
 from stax.ir.interpreter import run_node
@@ -23,6 +24,17 @@ from .fallback import kernel_table
 from .graph_lowering import LoweredGraph
 
 log = logging.getLogger("stax.frontend")
+
+
+def no_dynamo(fn: Callable) -> Callable:
+    """`fn` with TorchDynamo off for it and everything it calls.
+
+    AOTAutograd compiles the backward graph lazily, inside `loss.backward()`; when
+    that call sits in a torch.compile'd frame (a training step), dynamo would
+    otherwise trace Stax's own compiler and the generated `call(args)` wrappers
+    (dozens of stray graphs, recompile limits). Works on torch 2.11 and 2.13.
+    """
+    return torch._dynamo.disable(fn, recursive=True)
 
 
 class TorchAllocator:
@@ -201,6 +213,7 @@ class CompiledGraph:
                 r.copy_(t)
                 inputs[k] = r
 
+    @no_dynamo
     def __call__(self, args: list):
         inputs = list(args)
         args.clear()
@@ -234,6 +247,7 @@ def _view(t: torch.Tensor, view) -> torch.Tensor:
 def eager_callable(gm: torch.fx.GraphModule) -> Callable:
     """A boxed callable running the FX graph eagerly (whole-graph fallback)."""
 
+    @no_dynamo
     def run(args: list):
         a = list(args)
         args.clear()
