@@ -2,21 +2,24 @@
 
 The graph mimics lowered programs: pointwise ops over 1-4-d tensors that read other
 buffers contiguously, broadcast (size-1 / stride-0 dims), transposed, sliced with a
-step, or through a reshape of a permuted tensor (FloorDiv/ModularIndexing), and
+step, or through reshapes of a permuted tensor (FloorDiv/ModularIndexing), and
 keepdim reductions over the last or a middle dimension. Each node's accesses (its
 write and every load) are normalized for dependence comparison (§7.1) with
 stax.ir.normalize.normalize_index; the range-aware simplifier and loop coalescing of
-stax.ir.simplify are timed on the same accesses as a second line.
+stax.ir.simplify are timed on the same accesses as further lines.
 
-Usage: PYTHONPATH=packages/stax-ir/src python benchmarks/ir/bench_normalize.py [--nodes 1000] [--seed 0]
-Goal (issue 3): < 0.2 ms/node. Times are process CPU time (robust to other jobs on the machine);
-the normalize cache starts empty: one graph, one pass.
+Usage: PYTHONPATH=packages/stax-ir/src python benchmarks/ir/bench_normalize.py [--nodes 1000] [--seed 0] [--repeat 5]
+Goal (issue 3): < 0.2 ms/node. Times are process CPU time (robust to other jobs on the machine), the
+median of --repeat passes; before every pass all stax.ir functools caches and sympy's cache are
+cleared, so each variant is measured cold (one graph, one pass) and none profits from another.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import random
+import statistics
 import time
 
 from stax.ir import ComputedBuffer, Graph, InputBuffer, Layout, Pointwise, Reduction, load, loads, op
@@ -38,7 +41,7 @@ def _shape(rnd: random.Random) -> tuple[int, ...]:
 
 
 def _same_numel_view(rnd: random.Random, shape) -> View:
-    """How a node reads a same-shaped buffer: directly, transposed, or through a reshape of a permutation."""
+    """How a node reads a same-shaped buffer: directly, transposed, or through reshapes of a permutation."""
     nd = len(shape)
     kind = rnd.random()
     if kind < 0.5 or nd < 2:
@@ -47,8 +50,11 @@ def _same_numel_view(rnd: random.Random, shape) -> View:
         return View.contiguous(shape[::-1]).permute(tuple(range(nd))[::-1])
     perm = list(range(nd))
     rnd.shuffle(perm)
-    t = View.contiguous(tuple(shape[p] for p in perm)).permute(tuple(perm.index(k) for k in range(nd)))
-    return t.reshape(tuple(reversed(shape))).reshape(shape)  # FloorDiv / ModularIndexing where dims mix
+    if kind < 0.875:  # a reshape round trip of a permuted buffer: the simplifier folds the digits back
+        t = View.contiguous(tuple(shape[p] for p in perm)).permute(tuple(perm.index(k) for k in range(nd)))
+        return t.reshape(tuple(reversed(shape))).reshape(shape)
+    # x.permute(perm).reshape(x.shape) (a channel shuffle): a gather, FloorDiv / ModularIndexing where dims mix
+    return View.contiguous(shape).permute(tuple(perm)).reshape(shape)
 
 
 def build_graph(n_nodes: int, seed: int) -> Graph:
@@ -110,66 +116,83 @@ def accesses(node: ComputedBuffer):
     return out
 
 
-def bench_normalize(graph: Graph) -> tuple[float, int]:
+def clear_caches() -> None:
+    """Empty every memo a measured pass could reuse: the functools caches of stax.ir and sympy's cache.
+
+    Each variant then starts as cold as a fresh process that has already built its graph.
+    """
+    import sys
+
+    import sympy.core.cache
+
+    for name, mod in list(sys.modules.items()):
+        if name.startswith("stax.ir") and mod is not None:
+            for obj in vars(mod).values():
+                if callable(getattr(obj, "cache_clear", None)):
+                    obj.cache_clear()
+    sympy.core.cache.clear_cache()
+
+
+def run_normalize(acc) -> None:
     from stax.ir.normalize import normalize_index
 
-    t = time.process_time()
-    n = 0
-    for node in graph.nodes:
-        for index, pairs in accesses(node):
-            normalize_index(index, pairs)
-            n += 1
-    return time.process_time() - t, n
+    for index, pairs in acc:
+        normalize_index(index, pairs)
 
 
-def bench_simplify_then_normalize(graph: Graph) -> tuple[float, int]:
-    """Range-aware simplification first: digits that fold never reach normalize's grid evaluation."""
-    from stax.ir import normalize
+def run_simplify_then_normalize(acc) -> None:
+    """Range-aware simplification first, then normalization of the simplified index."""
+    from stax.ir.normalize import normalize_index
     from stax.ir.simplify import simplify_index
 
-    getattr(normalize._normalize, "cache_clear", lambda: None)()  # same cold start as the first pass
-    t = time.process_time()
-    n = 0
-    for node in graph.nodes:
-        for index, pairs in accesses(node):
-            normalize.normalize_index(simplify_index(index, dict(pairs)), pairs)
-            n += 1
-    return time.process_time() - t, n
+    for index, pairs in acc:
+        normalize_index(simplify_index(index, dict(pairs)), pairs)
 
 
-def bench_simplify(graph: Graph) -> tuple[float, int]:
+def run_simplify(acc) -> None:
     from stax.ir.simplify import coalesce_loops, simplify_index
 
-    t = time.process_time()
-    n = 0
-    for node in graph.nodes:
-        for index, pairs in accesses(node):
-            vars_ = [v for v, _ in pairs]
-            sizes = [s for _, s in pairs]
-            e = simplify_index(index, dict(pairs))
-            coalesce_loops(sizes, [e], vars_)
-            n += 1
-    return time.process_time() - t, n
+    for index, pairs in acc:
+        vars_ = [v for v, _ in pairs]
+        sizes = [s for _, s in pairs]
+        coalesce_loops(sizes, [simplify_index(index, dict(pairs))], vars_)
+
+
+def measure(fn, acc, repeat: int) -> float:
+    """Median process CPU seconds of `fn(acc)`, every run starting from empty caches."""
+    times = []
+    for _ in range(repeat):
+        clear_caches()
+        gc.collect()
+        t = time.process_time()
+        fn(acc)
+        times.append(time.process_time() - t)
+    return statistics.median(times)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--repeat", type=int, default=5, help="cold runs per variant (median reported)")
     args = ap.parse_args()
     t = time.process_time()
     g = build_graph(args.nodes, args.seed)
     build = time.process_time() - t
     nn = len(g.nodes)
-    acc = [a for n in g.nodes for a in accesses(n)]
+    t = time.process_time()
+    acc = [a for n in g.nodes for a in accesses(n)]  # extracted once: only normalization is timed below
+    extract = time.process_time() - t
     digits = sum(1 for e, _ in acc if e.has(FloorDiv, ModularIndexing))
     print(f"graph: {nn} nodes, {len(acc)} accesses ({digits} with FloorDiv/ModularIndexing), "
-          f"built in {build * 1e3 / nn:.3f} ms/node")
-    dt_norm, acc = bench_normalize(g)
-    print(f"normalize_index (stax.ir.normalize): {dt_norm * 1e3 / nn:.3f} ms/node ({dt_norm * 1e6 / acc:.1f} us/access)")
-    dt_both, _ = bench_simplify_then_normalize(g)
+          f"built in {build * 1e3 / nn:.3f} ms/node, accesses listed in {extract * 1e3 / nn:.3f} ms/node")
+    print(f"cold caches, process CPU time, median of {args.repeat} runs:")
+    dt_norm = measure(run_normalize, acc, args.repeat)
+    print(f"normalize_index (stax.ir.normalize): {dt_norm * 1e3 / nn:.3f} ms/node "
+          f"({dt_norm * 1e6 / len(acc):.1f} us/access)")
+    dt_both = measure(run_simplify_then_normalize, acc, args.repeat)
     print(f"simplify_index then normalize_index: {dt_both * 1e3 / nn:.3f} ms/node")
-    dt_simp, _ = bench_simplify(g)
+    dt_simp = measure(run_simplify, acc, args.repeat)
     print(f"simplify_index + coalesce_loops (stax.ir.simplify): {dt_simp * 1e3 / nn:.3f} ms/node")
     print(f"goal: < 0.2 ms/node -> normalize {'OK' if dt_norm * 1e3 / nn < 0.2 else 'MISSED'}")
 

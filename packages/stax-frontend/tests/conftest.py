@@ -1,13 +1,24 @@
 """Shared fixtures: every test starts with a fresh dynamo cache, zeroed metrics and a
 strict config (a graph that fails to compile raises instead of running eagerly, so no
-test can pass by silently falling back)."""
+test can pass by silently falling back).
+
+Without a GPU, Triton runs in its interpreter (TRITON_INTERPRET=1, set before anything
+imports triton — `import torch._dynamo` does), so the stax.gpu routing tests run on CPU
+tensors with config.device_override='gpu'. With a GPU the cuda tests run instead.
+"""
 
 from __future__ import annotations
 
-import pytest
+import os
+
 import torch
-import torch._dynamo
-from stax.frontend import config, metrics, register
+
+if not torch.cuda.is_available():  # `import torch` alone does not import triton
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
+import torch._dynamo  # noqa: E402
+from stax.frontend import config, metrics, register  # noqa: E402
 
 register()  # backend="stax" also when running from PYTHONPATH (no installed entry point)
 
@@ -70,3 +81,8 @@ def check(fn, *args, fallbacks=0, rtol=None, atol=None, check_stride=True):
     if fallbacks is not None:
         assert m.fallback_calls == fallbacks, f"fallback ops: {dict(m.fallback_ops)}"
     return m
+
+
+def pytest_configure(config):
+    # Triton's interpreter evaluates masked-off lanes too (log(0), x/0 there are expected)
+    config.addinivalue_line("filterwarnings", "ignore::RuntimeWarning:triton.*")

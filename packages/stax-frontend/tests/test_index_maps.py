@@ -1,4 +1,5 @@
-"""Unit tests (no compile): index simplification and views as index maps."""
+"""Unit tests (no compile): the index folds views rely on (stax.ir.simplify_index, §6.8)
+and views as index maps."""
 
 from __future__ import annotations
 
@@ -6,9 +7,8 @@ import numpy as np
 import pytest
 import torch
 from stax.frontend import views as V
-from stax.frontend.simplify import simplify_index
 from stax.frontend.tensor import BufferView, Builder, Lazy
-from stax.ir import Layout
+from stax.ir import Layout, simplify_index
 from stax.ir import dtypes as dt
 from stax.ir.index import FloorDiv, ModularIndexing, var
 from stax.ir.index_printer import evaluate

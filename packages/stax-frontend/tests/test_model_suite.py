@@ -92,7 +92,7 @@ def test_training_step_inside_compiled_frame():
         loss = compiled(model, x)
         loss_ref = step(ref, x)
         assert_same(loss, loss_ref, **TOL)
-        for (pname, p), (_, q) in zip(model.named_parameters(), ref.named_parameters()):
+        for (_, p), (_, q) in zip(model.named_parameters(), ref.named_parameters()):
             assert_same(p.grad, q.grad, check_stride=False, **TOL)
         m = metrics.snapshot()
         assert (m.graphs_compiled, m.graphs_failed, m.fallback_calls) == (2, 0, 0), (k, m)

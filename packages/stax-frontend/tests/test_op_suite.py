@@ -44,6 +44,12 @@ CASES = [
     ("prod", lambda x: x.prod(-1), [S], F32),
     ("cumsum", lambda x: x.cumsum(1), [S], F32),
     ("cumprod", lambda x: x.cumprod(-1), [S], F32),
+    ("cummax_cummin", lambda x: (*x.cummax(1), *x.cummin(-1)), [S], F32),
+    ("logcumsumexp", lambda x: x.logcumsumexp(2), [S], F32),
+    ("var_mean", lambda x: torch.var_mean(x, (0, 2), correction=0), [S], HALF),
+    # pointwise ops the IR gained
+    ("erfinv_erfc", lambda x: ((x * 0.3).erfinv(), torch.erfc(x)), [S], F32),
+    ("logaddexp", lambda x, y: torch.logaddexp(x, y), [S, S], F32),
     ("argmax_any", lambda x: (x.argmax(-1), (x > 1).any(1), (x > -2).all()), [S], F32),
     # shape ops
     ("cat", lambda x, y: torch.cat([x, y * 2], 1), [S, (4, 3, 8)], HALF),

@@ -37,6 +37,8 @@ UNARY_FLOAT = {
     torch.cos: (-3, 3),
     torch.atan: (-3, 3),
     torch.erf: (-3, 3),
+    torch.erfc: (-3, 3),
+    torch.erfinv: (-0.99, 0.99),
     torch.reciprocal: (0.5, 3),
     torch.relu: (-3, 3),
     torch.neg: (-3, 3),
@@ -197,3 +199,17 @@ def test_sign_bits_nan_ignoring_and_hypot():
     b = torch.tensor([[1.0, -0.0, float("nan"), -1.0, 2.0, float("nan"), 4.0, -0.0]])
     check(lambda x, y: (torch.signbit(x), torch.copysign(y.nan_to_num(), x.nan_to_num()), torch.fmax(x, y),
                         torch.fmin(x, y), torch.hypot(x.nan_to_num(), y.nan_to_num())), a, b)
+
+
+def test_ir_ops_without_fallback():
+    """Ops stax.ir gained (logaddexp, nextafter, shifts, signbit on NaN, copysign of NaN)
+    lower natively; nextafter on half types stays an ATen call (the IR op is fp32/fp64)."""
+    a = torch.tensor([[-0.0, 0.0, -2.0, 3.0, float("nan"), 1e-30, -float("inf"), 2.5]])
+    b = torch.tensor([[1.0, -0.0, float("nan"), -1.0, -float("nan"), 0.0, 4.0, 2.5]])
+    check(lambda x, y: (torch.logaddexp(x, y), torch.nextafter(x, y), torch.nextafter(x.double(), y.double()),
+                        torch.signbit(y), torch.copysign(x, y), torch.angle(x), x.narrow_copy(1, 2, 5)), a, b)
+    i = make(torch.int64, seed=4)
+    s = make(torch.int64, seed=5).abs() * 4 - 8  # shifts < 0 and >= 64 included
+    check(lambda x, k: (x << 3, x >> 2, x << k, x >> k, torch.bitwise_left_shift(x.int(), k.int())), i, s)
+    m = check(lambda x, y: torch.nextafter(x, y), a.half(), b.half(), fallbacks=1)
+    assert dict(m.fallback_ops) == {"nextafter.default": 1}

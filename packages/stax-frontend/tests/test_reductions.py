@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from conftest import check
+from stax.frontend import config
 from test_pointwise import make
 
 SHAPE = (6, 10, 33)
@@ -73,3 +74,41 @@ def test_softmax_and_log_softmax():
 
 def test_reduce_size_zero_dim():
     check(lambda a: (a.sum(-1), a.sum(0)), torch.ones(4, 0))
+
+
+def test_var_mean_is_one_welford_reduction():
+    """var_mean lowers to the m2 and mean outputs of one Welford reduction (no mean-then-
+    deviations second pass): two Reduction buffers over the same value, one accumulator."""
+    x = make(torch.float32, SHAPE)
+    with config.patch(debug=True, debug_dir=_tmp()) as cfg:
+        check(lambda a: torch.var_mean(a, -1, correction=2), x)
+    ir = _ir(cfg.debug_dir)
+    assert ir.count("welford_m2") == 1 and ir.count("welford_mean") == 1 and ir.count("Reduction(") == 2, ir
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64], ids=str)
+def test_scans(dtype):
+    """cumsum / cumprod / cummax / cummin (values + indices) / logcumsumexp are Scan
+    buffers, along an inner and an outer dim; ties and repeated values in int64."""
+    x = make(dtype, SHAPE) if dtype.is_floating_point else make(dtype, SHAPE) % 4
+    fns = [lambda a: (a.cumsum(-1), a.cumsum(0), a.cummax(1), a.cummin(-1))]
+    if dtype.is_floating_point:
+        fns.append(lambda a: (a.logcumsumexp(1), (a * 0.1).cumprod(-1)))
+    for fn in fns:
+        torch._dynamo.reset()
+        with config.patch(debug=True, debug_dir=_tmp()) as cfg:
+            check(fn, x)
+        ir = _ir(cfg.debug_dir)
+        assert "Scan(" in ir and "Reduction(" not in ir, ir
+
+
+def _tmp() -> str:
+    import tempfile
+
+    return tempfile.mkdtemp(prefix="stax-fe-test-")
+
+
+def _ir(debug_dir: str) -> str:
+    import pathlib
+
+    return "".join(p.read_text() for p in pathlib.Path(debug_dir).glob("*/ir.txt"))

@@ -1,6 +1,9 @@
 """Run every stax-gpu test under TRITON_INTERPRET=1 on CPU tensors, unless
 STAX_TEST_DEVICE=cuda asks for the real GPU (the H200 script sets it).
 
+STAX_TEST_PERTURB=1 (CPU only) compares as on a GPU, after shifting each output by
+simulated GPU deviations (see gpu_testlib's docstring and gpu_sim.py).
+
 TRITON_INTERPRET must be set before triton is imported: triton.jit reads it at
 decoration time, so it is set here, at conftest import, before any test module.
 """

@@ -4,7 +4,8 @@ Under the interpreter the 'portable' column runs: tl.* math is numpy, so ops bui
 from it match exactly; ops that are helper formulas (expm1, atan, lgamma, erfinv, ...)
 are accurate to a few float32 ulp, compared at rtol 1e-5 (lgamma, erfc, erfinv: the
 formula's stated error). On the GPU (STAX_TEST_DEVICE=cuda) the libdevice column
-runs, compared at the same tolerances.
+runs and is compared with the float64 result within the error model (error_model.py:
+CUDA's stated ulp error per function); these tolerances are the interpreter's.
 """
 
 import numpy as np

@@ -176,7 +176,8 @@ def test_rand_matches_the_reference_philox_bit_for_bit():
 
 def test_randn_matches_the_reference():
     """tl.randn: Box-Muller on the same words; on a GPU tl.log/tl.cos are the approximate
-    hardware functions (|error| <= 2^-20 relative to a result of magnitude <= ~5), hence 1e-5."""
+    hardware functions (|error| <= 2^-20 relative to a result of magnitude <= ~5): the error
+    model's RANDN budget there; 1e-5 under the interpreter."""
     n = 100
     seed = load("seed", 0, i64)
     off = op("add", index_value(i0, i64), const(77, i64))

@@ -7,21 +7,12 @@ import sympy
 from stax.ir import ComputedBuffer, Graph, InputBuffer, Layout, Pointwise, interpret, outputs
 from stax.ir import dtypes as dt
 from stax.ir.index_printer import evaluate
-
-
-def grid_env(vars_, sizes) -> dict:
-    n = len(sizes)
-    env = {}
-    for k, (v, s) in enumerate(zip(vars_, sizes)):
-        shape = [1] * n
-        shape[k] = s
-        env[v] = np.arange(s, dtype=np.int64).reshape(shape)
-    return env
+from stax.ir.interpreter import index_grid
 
 
 def grid_values(expr, vars_, sizes) -> np.ndarray:
     """Exact int64 values of an index expression at every point of the grid (reference evaluator)."""
-    out = np.asarray(evaluate(sympy.sympify(expr), grid_env(vars_, sizes)), dtype=np.int64)
+    out = np.asarray(evaluate(sympy.sympify(expr), index_grid(vars_, sizes)), dtype=np.int64)
     return np.broadcast_to(out, tuple(sizes))
 
 

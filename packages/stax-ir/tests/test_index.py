@@ -9,9 +9,10 @@ import pytest
 import sympy
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from irtestlib import grid_env, index_exprs
+from irtestlib import index_exprs
 from stax.ir.index import CeilDiv, FloorDiv, ModularIndexing, index_max, index_min, pointwise_vars, sympify, var
 from stax.ir.index_printer import evaluate, to_c, to_python
+from stax.ir.interpreter import index_grid
 
 i0, i1, i2 = pointwise_vars(3)
 ints = st.integers(-1000, 1000)
@@ -62,7 +63,7 @@ SIZES = (5, 4, 3)
 @settings(max_examples=150, deadline=None)
 @given(index_exprs((i0, i1, i2)))
 def test_python_printer_matches_evaluate(e):
-    env = grid_env((i0, i1, i2), SIZES)
+    env = index_grid((i0, i1, i2), SIZES)
     want = np.broadcast_to(evaluate(e, env), SIZES)
     fn = eval(f"lambda i0, i1, i2: {to_python(e)}")  # noqa: S307 - our own printer's output
     got = np.array([[[fn(a, b, c) for c in range(SIZES[2])] for b in range(SIZES[1])] for a in range(SIZES[0])])
@@ -92,7 +93,7 @@ def test_c_printer_matches_evaluate(tmp_path):
     exe = tmp_path / "idx"
     subprocess.run(["g++", "-O0", "-o", str(exe), str(src)], check=True, capture_output=True, timeout=120)
     out = np.array(subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split(), dtype=np.int64)
-    env = grid_env((i0, i1, i2), SIZES)
+    env = index_grid((i0, i1, i2), SIZES)
     want = np.concatenate([np.broadcast_to(evaluate(e, env), SIZES).reshape(-1) for e in exprs])
     np.testing.assert_array_equal(out, want)
 

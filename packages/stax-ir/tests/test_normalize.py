@@ -1,12 +1,18 @@
 """Index normalization (§7.1): canonical forms keep the address sequence and identify equal accesses."""
 
+from unittest import mock
+
 import numpy as np
 import sympy
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from irtestlib import reshape_exprs
+from stax.ir import normalize
 from stax.ir.index import FloorDiv, ModularIndexing, pointwise_vars, reduction_vars, var
 from stax.ir.index_printer import evaluate
+from stax.ir.interpreter import index_grid
 from stax.ir.normalize import affine_coefficients, affine_digits, normalize_index
+from stax.ir.views import View
 
 i0, i1, i2, i3 = pointwise_vars(4)
 (r0,) = reduction_vars(1)
@@ -16,12 +22,7 @@ c0, c1, c2 = var("c", 0), var("c", 1), var("c", 2)
 def addresses(index, pairs) -> np.ndarray:
     """Row-major address sequence of `index` over loop variables (reference, no normalization)."""
     sizes = [s for _, s in pairs]
-    env = {}
-    for k, (v, s) in enumerate(pairs):
-        shape = [1] * len(pairs)
-        shape[k] = s
-        env[v] = np.arange(s, dtype=np.int64).reshape(shape)
-    out = np.asarray(evaluate(sympy.sympify(index), env), dtype=np.int64)
+    out = np.asarray(evaluate(sympy.sympify(index), index_grid([v for v, _ in pairs], sizes)), dtype=np.int64)
     return np.broadcast_to(out, tuple(sizes)).reshape(-1)
 
 
@@ -181,3 +182,110 @@ def test_equal_normal_forms_mean_equal_addresses(x, y):
         np.testing.assert_array_equal(nx.addresses(), ny.addresses())
     else:
         assert nx.sizes != ny.sizes or not np.array_equal(nx.addresses(), ny.addresses())
+
+
+# --- how blocks of FloorDiv/ModularIndexing are resolved -----------------------------
+
+
+def _uncached(index, pairs):
+    """normalize_index without its cache (the tests below swap the routes it takes)."""
+    pairs = tuple((v, sympy.Integer(n)) for v, n in pairs)
+    return normalize._normalize.__wrapped__(sympy.sympify(index), pairs, normalize.MAX_EVAL_POINTS)
+
+
+class _NoFastPath:
+    """Stands in for normalize._IntTree: every block goes to the reference evaluator."""
+
+    ok = False
+
+    def __init__(self, *args):
+        pass
+
+
+def test_view_chain_resolves_without_evaluating_the_grid():
+    """A reshape round trip written the way views write it (coefficients reduced modulo
+    the size they index) folds symbolically: no grid of 7168 points is evaluated."""
+    e = 7 * i0 + ModularIndexing(2 * FloorDiv(7 * i0 + i1, 1024) + ModularIndexing(7 * i0 + i1, 1, 1024), 1, 7)
+    pairs = [(i0, 1024), (i1, 7)]
+    with (
+        mock.patch.object(normalize._IntTree, "grid_digits", side_effect=AssertionError("evaluated")),
+        mock.patch.object(normalize, "_reference_digits", side_effect=AssertionError("evaluated")),
+        mock.patch.object(normalize, "SYMBOLIC_MIN_POINTS", 1),
+    ):
+        n = _uncached(e, pairs)
+    assert (n.index, n.ranges) == (c0, {c0: 7168})
+    assert_same_sequence(e, pairs)
+
+
+@st.composite
+def view_accesses(draw):
+    """x.permute(p).reshape(s) style gathers, reshape round trips, and digit sums with big strides."""
+    sizes = draw(st.lists(st.sampled_from([1, 2, 3, 4, 6, 7, 8, 12]), min_size=2, max_size=3))
+    vars_ = list(pointwise_vars(len(sizes)))
+    kind = draw(st.integers(0, 2))
+    if kind == 0:
+        perm = draw(st.permutations(range(len(sizes))))
+        shape = draw(st.permutations(sizes))
+        index = View.contiguous(shape).permute(tuple(perm)).reshape(sizes).index_at(vars_)
+    elif kind == 1:
+        index = draw(reshape_exprs(vars_, sizes))
+    else:
+        index = draw(st.sampled_from([1, 3, 2**31 - 1, 2**40])) * draw(reshape_exprs(vars_, sizes)) + vars_[0]
+    return index, list(zip(vars_, sizes))
+
+
+@settings(max_examples=150, deadline=None)
+@given(view_accesses(), st.sampled_from([1, 5, 64, 1 << 15]))
+def test_symbolic_chunked_and_reference_blocks_agree(access, chunk):
+    """The canonical form depends on the values only: every route to it gives the same answer."""
+    index, pairs = access
+    default = _uncached(index, pairs)
+    with mock.patch.object(normalize, "SYMBOLIC_MIN_POINTS", 1):
+        assert _uncached(index, pairs) == default
+    no_symbolic = mock.patch.object(normalize, "_flat_digits", return_value=None)
+    with no_symbolic, mock.patch.object(normalize, "CHUNK_POINTS", chunk):
+        evaluated = _uncached(index, pairs)
+    with no_symbolic, mock.patch.object(normalize, "_IntTree", _NoFastPath):
+        reference = _uncached(index, pairs)
+    assert default == evaluated == reference
+    if default.is_affine:
+        assert_same_sequence(index, pairs)
+
+
+def test_chain_digits():
+    F, n = normalize._FLAT, 7168
+    assert normalize._chain_digits(FloorDiv(F, 7) + 1024 * ModularIndexing(F, 1, 7) + 5, n) == (5, [(1024, 1), (7, 1024)])
+    assert normalize._chain_digits(3 * F, n) == (0, [(7168, 3)])
+    assert normalize._chain_digits(ModularIndexing(F, 1, 3) + ModularIndexing(F, 1, 4), n) is None  # 3 and 4: no chain
+    assert normalize._chain_digits(ModularIndexing(F + 1, 1, 7), n) is None  # not a digit of F
+
+
+@st.composite
+def mixed_radix_sequences(draw):
+    radices = draw(st.lists(st.integers(1, 5), min_size=1, max_size=4))
+    strides = [draw(st.integers(-9, 9)) for _ in radices]
+    digits = np.indices(radices).reshape(len(radices), -1)
+    return draw(st.integers(-5, 5)) + (np.array(strides)[:, None] * digits).sum(axis=0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(mixed_radix_sequences(), st.integers(1, 200), st.lists(st.integers(-3, 3), max_size=3), st.integers(0, 199))
+def test_prefix_rejection_is_sound(values, cut, noise, where):
+    """A prefix never rejects a sequence that has an affine digit split; when it rejects a
+    perturbed one, the full split fails too."""
+    cut = min(cut, len(values))
+    assert not normalize._prefix_rejects(values[:cut], len(values))
+    bad = values.copy()
+    for k, d in enumerate(noise):
+        bad[(where + 7 * k) % len(bad)] += d
+    if normalize._prefix_rejects(bad[:cut], len(bad)):
+        assert affine_digits(bad) is None
+
+
+def test_prefix_rejection_stops_a_large_evaluation_early():
+    """(i0 + i1) % 5 over a 1024 x 1024 grid: the first chunk already shows no affine split."""
+    e, pairs = ModularIndexing(i0 + i1, 1, 5), [(i0, 1024), (i1, 1024)]
+    tree = normalize._IntTree(e, dict(pairs))
+    with mock.patch.object(normalize, "affine_digits", side_effect=AssertionError("evaluated it all")):
+        assert tree.grid_digits(e, [v for v, _ in pairs], [s for _, s in pairs]) is None
+    assert not _uncached(e, pairs).is_affine

@@ -98,6 +98,38 @@ def test_nested_digits_compose():
     assert simplify_index(ModularIndexing(FloorDiv(i0, 4), 1, 8), r) == ModularIndexing(i0, 4, 8)
 
 
+def test_digits_recombine_modulo_the_modulus():
+    """Views reduce coefficients modulo the size they index (1024 == 2 mod 7); inside a
+    modulus the digits still recombine, and bases congruent modulo d*m are one base."""
+    r = {i0: 7168}
+    x = 2 * FloorDiv(i0, 1024) + ModularIndexing(i0, 1, 1024)  # == i0 modulo 7 (not equal to i0)
+    assert simplify_index(ModularIndexing(x, 1, 7), r) == ModularIndexing(i0, 1, 7)
+    assert simplify_index(7 * FloorDiv(i0, 7) + ModularIndexing(x, 1, 7), r) == i0
+    # ModularIndexing(y, 2, 3) only depends on y modulo 6, and 64 == 4 (mod 6)
+    y = 4 * FloorDiv(i0, 64) + ModularIndexing(i0, 1, 64)
+    assert simplify_index(ModularIndexing(y, 2, 3), r) == ModularIndexing(i0, 2, 3)
+    # 3 is not 1024 modulo 7, i0 + 1 is not i0 modulo 7: genuine gathers stay, and stay exact
+    for e in (ModularIndexing(3 * FloorDiv(i0, 1024) + ModularIndexing(i0, 1, 1024), 1, 7),
+              7 * FloorDiv(i0, 7) + ModularIndexing(i0 + 1, 1, 7)):
+        s = simplify_index(e, r)
+        assert s not in (ModularIndexing(i0, 1, 7), i0)
+        np.testing.assert_array_equal(grid_values(s, (i0,), (7168,)), grid_values(e, (i0,), (7168,)))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data(), sizes3, st.integers(1, 8), st.integers(1, 12))
+def test_simplify_preserves_digit_sums_under_a_modulus(data, sizes, d, m):
+    """What views build: a digit sum inside ModularIndexing(., d, m) with its coefficients
+    reduced (or shifted) modulo d*m. Folding it must stay exact at every point."""
+    e = data.draw(reshape_exprs(V, sizes))
+    shifts = data.draw(st.lists(st.integers(-2, 2), min_size=8, max_size=8))
+    parts = [term.as_coeff_Mul() for term in sympy.Add.make_args(e)]
+    x = sympy.Add(*[(c % (d * m) if k % 2 else c + shifts[k % 8] * d * m) * rest for k, (c, rest) in enumerate(parts)])
+    e = ModularIndexing(x, d, m) + data.draw(st.sampled_from([0, 1, m])) * FloorDiv(x, d * m)
+    s = simplify_index(e, dict(zip(V, sizes)))
+    np.testing.assert_array_equal(grid_values(s, V, sizes), grid_values(e, V, sizes), err_msg=f"{e} -> {s}")
+
+
 def test_size_one_vars_min_max_and_ceil():
     assert simplify_index(5 * i0 + i1, {i0: 1, i1: 3}) == i1
     assert simplify_index(sympy.Min(i0, 10), {i0: 8}) == i0

@@ -4,11 +4,12 @@ import numpy as np
 import sympy
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from irtestlib import grid_env, grid_values, index_exprs, run_pointwise
+from irtestlib import grid_values, index_exprs, run_pointwise
 from stax.ir import cast, const, index_value, load, op, pointwise_vars
 from stax.ir import dtypes as dt
 from stax.ir.index import FloorDiv, ModularIndexing
 from stax.ir.index_printer import evaluate
+from stax.ir.interpreter import index_grid
 from stax.ir.value_ranges import (
     ValueRange,
     bound_index,
@@ -41,7 +42,7 @@ def test_int32_verdict_is_sound(e, sizes, shift):
     ranges = dict(zip(V, sizes))
     if not index_fits_int32(e, ranges):
         return
-    env = grid_env(V, sizes)
+    env = index_grid(V, sizes)
     for sub in sympy.preorder_traversal(e):
         vals = np.asarray(evaluate(sub, env))
         assert vals.min() >= -(2**31) and vals.max() <= 2**31 - 1, sub

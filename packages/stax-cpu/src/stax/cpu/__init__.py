@@ -8,6 +8,7 @@ allocator understands (numpy arrays by default).
 from .compile import compile_schedule, generate_kernels
 from .config import CpuConfig
 from .cpp_ops import OP_TABLE, REDUCTION_TABLE
+from .malloc_tuning import MallocTuning, tune_malloc
 from .runtime import (
     InputLayoutError,
     KernelZeroDivisionError,
@@ -21,7 +22,7 @@ from .toolchain import CompileError, CompilerNotFoundError
 __version__ = "0.1.0"
 
 __all__ = [
-    "CompileError", "CompilerNotFoundError", "CpuConfig", "InputLayoutError", "KernelZeroDivisionError",
+    "CompileError", "CompilerNotFoundError", "CpuConfig", "InputLayoutError", "KernelZeroDivisionError", "MallocTuning",
     "NegativeIntegerPowerError", "NumpyAllocator", "OP_TABLE", "REDUCTION_TABLE", "bf16_from_float32",
-    "bf16_to_float32", "compile_schedule", "generate_kernels",
+    "bf16_to_float32", "compile_schedule", "generate_kernels", "tune_malloc",
 ]

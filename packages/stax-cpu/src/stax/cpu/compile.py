@@ -19,6 +19,7 @@ from . import isa as isa_mod
 from . import runtime, toolchain
 from .config import CpuConfig, resolve_cache_dir, resolve_num_threads, resolve_workers
 from .kernel import KernelSource, emit_kernel
+from .malloc_tuning import tune_malloc
 from .prelude import PRELUDE
 from .vec_prelude import vec_prelude
 from .wrapper import wrapper_source
@@ -83,6 +84,7 @@ def compile_schedule(schedule: Schedule, *, allocator=None, extern_kernels=None,
     allocator = allocator or runtime.NumpyAllocator()
     extern_kernels = dict(extern_kernels or {})
     t0 = time.perf_counter()
+    tune_malloc(config)  # process-wide; see malloc_tuning.py (CpuConfig.tune_malloc / $STAX_CPU_TUNE_MALLOC)
     cxx = toolchain.find_cxx(config.cxx)
     cache_dir = resolve_cache_dir(config)
     isa = isa_mod.select(cxx, cache_dir, config.isa)

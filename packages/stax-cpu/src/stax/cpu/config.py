@@ -30,6 +30,13 @@ class CpuConfig:
     # outputs at least this large ask for transparent huge pages before their first write (None: never)
     huge_page_bytes: int | None = 4 << 20
     compile_workers: int | None = None  # parallel g++ processes; None: os.cpu_count()
+    # glibc malloc tuning (process-wide, see malloc_tuning.py): blocks below the mmap threshold come
+    # from the heap and up to trim_threshold freed bytes stay mapped, so a call's large outputs reuse
+    # the previous call's pages instead of page-faulting fresh ones. None: $STAX_CPU_TUNE_MALLOC, else on
+    tune_malloc: bool | None = None
+    malloc_mmap_threshold: int = 1 << 30
+    malloc_trim_threshold: int = 1 << 30
+    malloc_top_pad: int = 0  # 0: glibc's default
 
     def __post_init__(self):
         if self.isa is not None and self.isa not in ISA_LEVELS:

@@ -19,9 +19,10 @@ from stax.ir.index_printer import to_c
 from stax.sched.schedule import Kernel
 
 from . import cpp_ops as co
+from .accumulators import AccEmitter, Accumulator
 from .loops import NodeLoops, linear_coeffs, loop_var, parallel_depth
 from .nests import Nest, dense_extent, plan_nests
-from .vec_body import HORIZONTAL, VecBody, VecPlan, plan_vector, vtype
+from .vec_body import VecBody, VecPlan, plan_vector
 
 
 class Lines:
@@ -170,40 +171,29 @@ def _sym(name: str):
     return sympy.Symbol(name, integer=True, nonnegative=True)
 
 
-@dataclass
-class Accumulator:
-    nl: NodeLoops
-    acc: str
-    idx: str | None = None
-    shared: bool = False  # reuses another node's Welford accumulator
-    vacc: str | None = None  # vector accumulator (vectorized form)
-
-    @property
-    def body(self) -> Reduction:
-        return self.nl.node.body
-
-    @property
-    def acc_ctype(self) -> str:
-        if self.nl.accumulate in ("any", "all"):
-            return "bool"
-        if self.nl.accumulate in co.WELFORD:
-            return "stax::Welford"
-        return _ctype(self.body.value.dtype)
-
-
 class KernelEmitter:
-    """Emits loops and bodies for the nests of one kernel (the scalar form)."""
+    """Emits loops and bodies for the nests of one kernel (scalar, vectorized and tiled forms)."""
 
     def __init__(self, ctx: KernelContext, threads: int, min_chunk: int, vector_bytes: int = 0, tile: bool = True):
         self.ctx, self.threads, self.min_chunk = ctx, threads, min_chunk
         self.vector_bytes = vector_bytes
         self.tile = tile
         self.vectorized = False
+        self.accs = AccEmitter(ctx)
+        self.prologue: list[str] = []  # declarations before any parallel region (per-thread partials)
+        # while a split reduction is emitted: this thread's bounds of loop 0, its id, the partials handed over
+        self.bounds: dict = {}
+        self.split_tid: str | None = None
+        self.partials: list | None = None
 
     # ---- loops ----
+    def _range(self, k: int, sizes) -> tuple[str, str]:
+        return self.bounds.get(k, ("0", str(sizes[k])))
+
     def open_loops(self, lines: Lines, sizes, start: int, stop: int, stack) -> None:
         for k in range(start, stop):
-            cm = lines.block(f"for (int64_t x{k} = 0; x{k} < {sizes[k]}; x{k} += 1)")
+            lo, hi = self._range(k, sizes)
+            cm = lines.block(f"for (int64_t x{k} = {lo}; x{k} < {hi}; x{k} += 1)")
             cm.__enter__()
             stack.append(cm)
 
@@ -220,10 +210,24 @@ class KernelEmitter:
             ranges = head.sizes[: head.npoint]
         return parallel_depth(ranges, nest.total(), self.threads, self.min_chunk)
 
+    def splits(self, nest: Nest) -> bool:
+        """A full reduction (Algorithm 8.1 finds no loop outside the reduced dims) with at least
+        `min_chunk` iterations per thread: its outermost reduction loop is split over the threads."""
+        if self.threads <= 1 or nest.outer or len(nest.groups) != 1:
+            return False
+        group = nest.groups[0]
+        head = group[0]
+        if head.npoint or not head.sizes or any(nl.is_scan or not nl.is_reduction for nl in group):
+            return False
+        return head.total() / self.threads >= self.min_chunk
+
     def emit_nest(self, lines: Lines, nest: Nest, depth: int, in_region: bool) -> None:
         for nl in nest.node_loops():
             kind = ("scan " if nl.is_scan else "reduction ") + nl.accumulate if nl.is_reduction else "pointwise"
             lines(f"// {nl.node.name}: {kind} over {nl.sizes}")
+        if self.splits(nest):
+            self.emit_split(lines, nest, in_region)
+            return
         collapse = f" collapse({depth})" if depth > 1 else ""
         if depth > 0:
             lines("#pragma omp for" + collapse if in_region else
@@ -247,6 +251,63 @@ class KernelEmitter:
             self.emit_group(lines, group, nest.outer)
         self.close_loops(stack, len(stack))
 
+    # ---- a full reduction split over the threads ----
+    def emit_split(self, lines: Lines, nest: Nest, in_region: bool) -> None:
+        """Each thread reduces one contiguous range of loop 0 into its own accumulators (aligned to
+        the vector step, so only the last range has a ragged end) and stores them as partials; after
+        a barrier one thread combines the partials in thread order: deterministic for a thread count."""
+        group = nest.groups[0]
+        n = group[0].sizes[0]
+        plan = plan_vector(group, 0, self.vector_bytes, self.tile)
+        step = plan.lanes * plan.unroll if plan is not None and plan.dim == 0 else 1
+        t = self.ctx.tmp("split")
+        if not in_region:
+            lines(f"#pragma omp parallel num_threads({self.threads})")
+        with lines.block(""):
+            lines(f"const int64_t {t}_tid = omp_get_thread_num(), {t}_nth = omp_get_num_threads();")
+            lines(f"const int64_t {t}_chunk = (({n} + {t}_nth - 1) / {t}_nth + {step - 1}) / {step} * {step};")
+            lines(f"const int64_t {t}_lo = std_min({t}_tid * {t}_chunk, {n}), {t}_hi = std_min({t}_lo + {t}_chunk, {n});")
+            self.bounds, self.split_tid, self.partials = {0: (f"{t}_lo", f"{t}_hi")}, f"{t}_tid", []
+            try:
+                self.emit_group(lines, group, 0)
+                accs = self.partials
+            finally:
+                self.bounds, self.split_tid, self.partials = {}, None, None
+            lines("#pragma omp barrier")
+            lines("#pragma omp single")
+            with lines.block(""):
+                combined: dict[str, Accumulator] = {}
+                for a in accs:
+                    if a.shared:
+                        continue
+                    c = Accumulator(a.nl, self.ctx.tmp("tmp_acc"))
+                    lines(f"{a.acc_ctype} {c.acc} = part_{a.acc}[0];")
+                    if a.idx:
+                        c.idx = c.acc + "_idx"
+                        lines(f"int64_t {c.idx} = part_{a.idx}[0];")
+                    with lines.block(f"for (int64_t t = 1; t < {t}_nth; ++t)"):
+                        self.accs.combine_partial(lines, c, f"part_{a.acc}[t]", f"part_{a.idx}[t]" if a.idx else None)
+                    combined[a.acc] = c
+                for a in accs:
+                    c = combined[a.acc]
+                    self.store(lines, a.nl, self.accs.result(Accumulator(a.nl, c.acc, c.idx)))
+
+    def finish(self, lines: Lines, accs: list[Accumulator]) -> None:
+        """Store the reductions' results, or (split reduction) this thread's partials."""
+        if self.partials is None:
+            for a in accs:
+                self.store(lines, a.nl, self.accs.result(a))
+            return
+        for a in accs:
+            self.partials.append(a)
+            if a.shared:
+                continue
+            self.prologue.append(f"{a.acc_ctype} part_{a.acc}[{self.threads}];")
+            lines(f"part_{a.acc}[{self.split_tid}] = {a.acc};")
+            if a.idx:
+                self.prologue.append(f"int64_t part_{a.idx}[{self.threads}];")
+                lines(f"part_{a.idx}[{self.split_tid}] = {a.idx};")
+
     # ---- one group of nodes sharing loops from `start` on ----
     def emit_group(self, lines: Lines, group: list[NodeLoops], start: int) -> None:
         plan = plan_vector(group, start, self.vector_bytes, self.tile)
@@ -259,56 +320,68 @@ class KernelEmitter:
             self.vectorized = True
             self.emit_vector_group(lines, group, start, plan)
 
+    def init_accs(self, lines: Lines, group: list[NodeLoops], vector: bool = False, scalar: bool = True) -> list:
+        """Accumulators of the group's reductions; Welford outputs of one value share one."""
+        accs, shared = [], {}
+        for nl in group:
+            if not nl.is_reduction:
+                continue
+            key = ("W", nl.node.body.value) if nl.accumulate in co.WELFORD else None
+            if key is not None and key in shared:  # mean/m2/count of one value: one accumulator
+                accs.append(shared[key].share(nl))
+                continue
+            accs.append(self.accs.init(lines, nl, vector, scalar))
+            if key is not None:
+                shared[key] = accs[-1]
+        return accs
+
     def emit_scalar_group(self, lines: Lines, group: list[NodeLoops], start: int) -> None:
         head = group[0]
         if start:
             lines(f"// {', '.join(nl.node.name for nl in group)}")
         stack: list = []
         self.open_loops(lines, head.sizes, start, head.npoint, stack)
-        accs, shared = [], {}
-        for nl in group:
-            if nl.is_reduction:
-                key = ("W", nl.node.body.value) if nl.accumulate in co.WELFORD else None
-                if key is not None and key in shared:  # mean/m2/count of one value: one accumulator
-                    accs.append(Accumulator(nl, shared[key].acc, shared=True))
-                    continue
-                accs.append(self.init_acc(lines, nl))
-                if key is not None:
-                    shared[key] = accs[-1]
+        accs = self.init_accs(lines, group)
         stack_r: list = []
         self.open_loops(lines, head.sizes, max(start, head.npoint), len(head.sizes), stack_r)
-        cse: dict = {}
-        body = ScalarBody(self.ctx, lines, cse)
-        acc_of = {a.nl.node.name: a for a in accs}
-        for nl in group:
-            v = body.value(nl, nl.node.body.value)
-            if nl.is_reduction:
-                a = acc_of[nl.node.name]
-                if not a.shared:
-                    self.update_acc(lines, a, v)
-                if nl.is_scan:  # inclusive scan: the running value at every step
-                    self.store(lines, nl, self.acc_result(a))
-            else:
-                self.store(lines, nl, v)
+        self._scalar_bodies(lines, group, accs)
         self.close_loops(stack_r, len(stack_r))
-        for a in accs:
-            if not a.nl.is_scan:
-                self.store(lines, a.nl, self.acc_result(a))
+        self.finish(lines, [a for a in accs if not a.nl.is_scan])
         self.close_loops(stack, len(stack))
 
     # ---- the vectorized form ----
-    def _block(self, lines: Lines, plan: VecPlan, size: int, full, tail) -> None:
-        """Loop `plan.dim` in blocks of W lanes: full blocks vectorized, the ragged end by `tail`."""
+    def _block(self, lines: Lines, plan: VecPlan, sizes, full, tail, unrolled=None) -> None:
+        """Loop `plan.dim` in blocks of W lanes: full blocks vectorized, the ragged end by `tail`.
+        With `unrolled(j)` the main loop takes `plan.unroll` blocks per step (independent
+        accumulators j), then single blocks up to the end."""
         k, w = plan.dim, plan.lanes
-        with lines.block(f"for (int64_t x{k} = 0; x{k} < {size}; x{k} += {w})"):
+        lo, hi = self._range(k, sizes)
+        if unrolled is not None and plan.unroll > 1:
+            u = plan.unroll
+            with lines.block(""):
+                lines(f"int64_t x{k}_u = {lo};")
+                with lines.block(f"for (; x{k}_u + {u * w} <= {hi}; x{k}_u += {u * w})"):
+                    for j in range(u):
+                        with lines.block(""):
+                            lines(f"const int64_t x{k} = x{k}_u + {j * w};")
+                            unrolled(j)
+                if k in self.bounds or sizes[k] % (u * w):  # else no block is left over
+                    self._blocks(lines, plan, f"x{k}_u", hi, full, tail)
+            return
+        self._blocks(lines, plan, lo, hi, full, tail)
+
+    @staticmethod
+    def _blocks(lines: Lines, plan: VecPlan, lo: str, hi: str, full, tail) -> None:
+        k, w = plan.dim, plan.lanes
+        with lines.block(f"for (int64_t x{k} = {lo}; x{k} < {hi}; x{k} += {w})"):
             if not plan.tail:
                 full()
                 return
-            with lines.block(f"if (x{k} + {w} <= {size})"):
+            with lines.block(f"if (x{k} + {w} <= {hi})"):
                 full()
             with lines.block("else"):
                 lines(f"const int64_t x{k}_tail = x{k};")
-                with lines.block(f"for (int64_t x{k} = x{k}_tail; x{k} < {size}; x{k} += 1)"):
+                with lines.block(f"for (int64_t x{k} = x{k}_tail; x{k} < {hi}; x{k} += 1)"):
                     tail()
 
     def emit_tiled_group(self, lines: Lines, group: list[NodeLoops], start: int, plan: VecPlan) -> None:
@@ -348,112 +421,103 @@ class KernelEmitter:
                         self._scalar_bodies(lines, group, [])
         self.close_loops(stack, len(stack))
 
+    def _vri(self, lines: Lines, a: Accumulator, plan: VecPlan) -> str | None:
+        """Arg reductions: the vector of reduction indices of the W lanes."""
+        if a.vidx is None:
+            return None
+        ri = a.nl.reduction_linear_index()
+        x = loop_var(plan.dim)
+        lin = linear_coeffs(ri, [x])
+        t = self.ctx.tmp()
+        if lin is not None:
+            step = f" + stax::vec::iota64() * (int64_t){lin[x]}" if lin.get(x, 0) else ""
+            lines(f"const stax::vec::vint64 {t} = stax::vec::bcast<stax::vec::vint64>((int64_t)({to_c(ri)})){step};")
+        else:
+            lines(f"stax::vec::vint64 {t};")
+            lane = to_c(ri.xreplace({x: x + _sym("l")}))
+            lines(f"for (int64_t l = 0; l < {plan.lanes}; ++l) {t}[l] = {lane};")
+        return t
+
+    def _vector_bodies(self, lines: Lines, group: list[NodeLoops], plan: VecPlan, accs: list, store) -> None:
+        """One block of W lanes: reductions update their vector accumulators, the rest `store`."""
+        body = VecBody(self.ctx, lines, {}, plan, ScalarBody(self.ctx, lines, {}))
+        acc_of = {a.nl.node.name: a for a in accs}
+        for nl in group:
+            name, is_vec = body.value(nl, nl.node.body.value)
+            if not nl.is_reduction:
+                store(body, nl, name, is_vec)
+                continue
+            a = acc_of[nl.node.name]
+            if not a.shared:
+                v = body.vec(name, is_vec, nl.node.body.value.dtype)
+                self.accs.vupdate(lines, a, v, self._vri(lines, a, plan))
+
     def emit_vector_group(self, lines: Lines, group: list[NodeLoops], start: int, plan: VecPlan) -> None:
         head = group[0]
         n, npoint = len(head.sizes), head.npoint
         stack: list = []
         if not plan.vertical:
             self.open_loops(lines, head.sizes, start, min(npoint, plan.dim), stack)
-            accs = [self.init_acc(lines, nl, vector=plan) for nl in group if nl.is_reduction]
+            copies = max(1, plan.unroll)
+            sets = [self.init_accs(lines, group, vector=True, scalar=j == 0) for j in range(copies)]
+            accs = sets[0]
             stack_r: list = []
             self.open_loops(lines, head.sizes, max(start, npoint), plan.dim, stack_r)
 
-            def full():
-                body = VecBody(self.ctx, lines, {}, plan, ScalarBody(self.ctx, lines, {}))
-                for nl in group:
-                    name, is_vec = body.value(nl, nl.node.body.value)
-                    if nl.is_reduction:
-                        a = next(a for a in accs if a.nl is nl)
-                        v = body.vec(name, is_vec, nl.node.body.value.dtype)
-                        comb = co.REDUCTION_TABLE[nl.accumulate].vector_combine
-                        lines(f"{a.vacc} = {comb.format(x=a.vacc, y=v)};")
-                    else:
-                        body.store(nl, name, is_vec)
+            def store(body, nl, name, is_vec):
+                body.store(nl, name, is_vec)
 
-            def tail():
-                self._scalar_bodies(lines, group, accs)
-
-            self._block(lines, plan, head.sizes[plan.dim], full, tail)
+            self._block(lines, plan, head.sizes, lambda: self._vector_bodies(lines, group, plan, accs, store),
+                        lambda: self._scalar_bodies(lines, group, accs),
+                        (lambda j: self._vector_bodies(lines, group, plan, sets[j], store)) if copies > 1 else None)
             self.close_loops(stack_r, len(stack_r))
+            for j in range(1, copies):  # independent accumulators of the unrolled loop, in order
+                for a, b in zip(accs, sets[j]):
+                    if not a.shared:
+                        self.accs.vmerge(lines, a, b)
             for a in accs:
-                red = HORIZONTAL[a.nl.accumulate]
-                self.update_acc(lines, a, f"stax::vec::vec_reduce_all(stax::vec::{red}{{}}, {a.vacc})")
-                self.store(lines, a.nl, self.acc_result(a))
+                if not a.shared:
+                    self.accs.finish_lanes(lines, a)
+            self.finish(lines, accs)
             self.close_loops(stack, len(stack))
             return
         # vertical: W adjacent outputs, each with its own lane of a vector accumulator
         self.open_loops(lines, head.sizes, start, plan.dim, stack)
 
         def vfull():
-            accs = [self.init_acc(lines, nl, vector=plan, scalar=False) for nl in group]
+            accs = self.init_accs(lines, group, vector=True, scalar=False)
             inner: list = []
             self.open_loops(lines, head.sizes, npoint, n, inner)
-            body = VecBody(self.ctx, lines, {}, plan, ScalarBody(self.ctx, lines, {}))
-            for nl, a in zip(group, accs):
-                name, is_vec = body.value(nl, nl.node.body.value)
-                v = body.vec(name, is_vec, nl.node.body.value.dtype)
-                comb = co.REDUCTION_TABLE[nl.accumulate].vector_combine
-                lines(f"{a.vacc} = {comb.format(x=a.vacc, y=v)};")
+            self._vector_bodies(lines, group, plan, accs, None)
             self.close_loops(inner, len(inner))
-            for nl, a in zip(group, accs):
-                body.store(nl, a.vacc, True)
+            body = VecBody(self.ctx, lines, {}, plan, ScalarBody(self.ctx, lines, {}))
+            for a in accs:
+                body.store(a.nl, self.accs.vresult(a), True)
 
         def vtail():
-            accs = [self.init_acc(lines, nl) for nl in group]
+            accs = self.init_accs(lines, group)
             inner: list = []
             self.open_loops(lines, head.sizes, npoint, n, inner)
             self._scalar_bodies(lines, group, accs)
             self.close_loops(inner, len(inner))
-            for a in accs:
-                self.store(lines, a.nl, self.acc_result(a))
+            self.finish(lines, accs)
 
-        self._block(lines, plan, head.sizes[plan.dim], vfull, vtail)
+        self._block(lines, plan, head.sizes, vfull, vtail)
         self.close_loops(stack, len(stack))
 
     def _scalar_bodies(self, lines: Lines, group: list[NodeLoops], accs) -> None:
         body = ScalarBody(self.ctx, lines, {})
+        acc_of = {a.nl.node.name: a for a in accs}
         for nl in group:
             v = body.value(nl, nl.node.body.value)
-            if nl.is_reduction:
-                self.update_acc(lines, next(a for a in accs if a.nl is nl), v)
-            else:
+            if not nl.is_reduction:
                 self.store(lines, nl, v)
-
-    # ---- reductions ----
-    def init_acc(self, lines: Lines, nl: NodeLoops, vector: VecPlan | None = None, scalar: bool = True
-                 ) -> Accumulator:
-        a = Accumulator(nl, self.ctx.tmp("tmp_acc"))
-        rtype = nl.accumulate
-        vdt = nl.node.body.value.dtype
-        if vector is not None:
-            a.vacc = a.acc + "_vec"
-            ident = co.identity_literal(rtype, vdt)
-            lines(f"{vtype(vdt)} {a.vacc} = stax::vec::bcast<{vtype(vdt)}>({ident});")
-            if not scalar:
-                return a
-        if rtype in co.WELFORD:
-            lines(f"stax::Welford {a.acc};")
-            return a
-        ident = {"any": "false", "all": "true"}.get(rtype) or co.identity_literal(rtype, vdt)
-        lines(f"{a.acc_ctype} {a.acc} = {ident};")
-        if co.accumulator_row(rtype).arg:
-            a.idx = a.acc + "_idx"
-            lines(f"int64_t {a.idx} = 0;")
-        return a
-
-    def update_acc(self, lines: Lines, a: Accumulator, v: str) -> None:
-        row = co.accumulator_row(a.nl.accumulate)
-        ri = to_c(a.nl.reduction_linear_index()) if row.arg else ""
-        lines(row.update.format(acc=a.acc, v=v, idx=a.idx, ri=ri))
-
-    @staticmethod
-    def acc_result(a: Accumulator) -> str:
-        rtype = a.nl.accumulate
-        if rtype in co.WELFORD:
-            get = {"welford_mean": "get_mean", "welford_m2": "get_m2", "welford_count": "get_count"}[rtype]
-            ct = _ctype(a.body.value.dtype)
-            return co.round_expr(a.body.value.dtype, f"static_cast<{ct}>({a.acc}.{get}())")
-        return a.idx if a.idx else a.acc
+                continue
+            a = acc_of[nl.node.name]
+            if not a.shared:
+                self.accs.update(lines, a, v)
+            if nl.is_scan:  # inclusive scan: the running value at every step
+                self.store(lines, nl, self.accs.result(a))
 
     def store(self, lines: Lines, nl: NodeLoops, v: str) -> None:
         d = nl.node.layout.dtype
@@ -541,7 +605,7 @@ def emit_kernel(kernel: Kernel, graph: Graph, threads: int, min_chunk: int = 512
     for ptr, nbytes in ctx.huge:
         body(f"stax::advise_huge({ptr}, {nbytes});")
     streams = bool(ctx.streaming)  # decided per store; the fence below is cheap when unused
-    region = (len(nests) > 1 or streams) and any(depths)
+    region = (len(nests) > 1 or streams) and any(d or emitter.splits(n) for n, d in zip(nests, depths))
     if region:
         body(f"#pragma omp parallel num_threads({threads})")
         with body.block(""):
@@ -554,7 +618,8 @@ def emit_kernel(kernel: Kernel, graph: Graph, threads: int, min_chunk: int = 512
             emitter.emit_nest(body, nest, d, in_region=False)
         if streams:
             body("__builtin_ia32_sfence();")
-    code = f"{_signature(ctx)}\n{{\n{body.text()}\n    return (int)err[0];\n}}\n"
+    head = "".join(f"    {decl}\n" for decl in dict.fromkeys(emitter.prologue))  # before any parallel region
+    code = f"{_signature(ctx)}\n{{\n{head}{body.text()}\n    return (int)err[0];\n}}\n"
     params = tuple(ctx.in_ptrs) + tuple(ctx.out_ptrs)
     return KernelSource(kernel.name, code, params, tuple(ctx.index_loads), emitter.vectorized,
                         tuple(ctx.local))

@@ -35,6 +35,8 @@ static inline int64_t stax_mod(int64_t a, int64_t b) {
 }
 
 extern "C" int madvise(void*, __SIZE_TYPE__, int);
+extern "C" int omp_get_thread_num(void);
+extern "C" int omp_get_num_threads(void);
 
 namespace stax {
 // Large fresh output buffers page-fault on first touch, 4 KB at a time (in a VM that costs more than
@@ -267,7 +269,25 @@ struct Welford {
     inline double get_mean() const { return n ? mean : __builtin_nan(""); }
     inline double get_m2() const { return m2; }
     inline double get_count() const { return (double)n; }
+    // Chan et al.'s parallel combination: lanes of a vector accumulator, per-thread partials
+    inline void merge(double mb, double m2b, int64_t nb) {
+        if (nb == 0) return;
+        if (n == 0) { mean = mb; m2 = m2b; n = nb; return; }
+        int64_t nt = n + nb; double d = mb - mean, wb = (double)nb / (double)nt;
+        mean += d * wb; m2 += m2b + d * d * (double)n * wb; n = nt;
+    }
+    inline void merge(const Welford& o) { merge(o.mean, o.m2, o.n); }
 };
+// arg reductions: take (v, i) over (best, bi) if it is larger (smaller), or equal / NaN with a lower
+// index, so combining candidates in any order keeps torch's first index (NaN counts as the largest)
+template <class T> static inline void argmax_pick(T& best, int64_t& bi, T v, int64_t i) {
+    bool vn = v != v, bn = best != best;
+    if (vn ? (!bn || i < bi) : (!bn && (v > best || (v == best && i < bi)))) { best = v; bi = i; }
+}
+template <class T> static inline void argmin_pick(T& best, int64_t& bi, T v, int64_t i) {
+    bool vn = v != v, bn = best != best;
+    if (vn ? (!bn || i < bi) : (!bn && (v < best || (v == best && i < bi)))) { best = v; bi = i; }
+}
 template <class T> static inline T relu(T x) { return (x > T(0) || x != x) ? x : T(0); }
 template <class T> static inline T bitwise_not(T x) { return T(~x); }
 static inline bool bitwise_not(bool x) { return !x; }

@@ -27,11 +27,20 @@ VTYPE = {
     "float64": "stax::vec::vdouble", "int32": "stax::vec::vint32", "int64": "stax::vec::vint64",
     "bool": "stax::vec::vbool",
 }
-VEC_REDUCTIONS = ("sum", "prod", "max", "min")
+# reductions with a vector accumulator (accumulators.VEC_ACC); bool values: any/all only
+VEC_REDUCTIONS = ("sum", "prod", "max", "min", "argmax", "argmin", "any", "all",
+                  "welford_mean", "welford_m2", "welford_count")
+# independent vector accumulators of a horizontal reduction loop: hides the combine's latency
+# (at most UNROLL accumulator chains per group, counting the group's reductions)
+UNROLL = 4
+UNROLL_BIG_BODY = 2  # bodies of more than BIG_BODY value nodes: less code to compile
+BIG_BODY = 12
+# short loops (Example 7.1's 128-float rows) keep one accumulator, as Listing 7.1: the latency is
+# small next to the row's other costs there
+UNROLL_MIN_BLOCKS = 16
 # ops that may take bool (mask) operands in the vector form
 BOOL_OPS = {"where", "logical_and", "logical_or", "logical_xor", "logical_not", "bitwise_and", "bitwise_or",
             "bitwise_xor", "bitwise_not", "eq", "ne", "to_dtype"}
-HORIZONTAL = {"sum": "op_add", "prod": "op_mul", "max": "op_max", "min": "op_min"}
 
 
 def vtype(d: dt.DType) -> str:
@@ -46,6 +55,7 @@ class VecPlan:
     tail: bool  # the loop size is not a multiple of lanes
     tile_dim: int | None = None  # 2-D tiled form (§8.2): the other tiled loop
     tile: int = 0  # tile edge (elements)
+    unroll: int = 1  # horizontal reductions: blocks per step of the main loop, one accumulator each
 
 
 def _body_ok(nl: NodeLoops) -> bool:
@@ -77,11 +87,12 @@ def _strided_partner(group: list[NodeLoops], dim: int, start: int) -> int | None
 
 
 def _access_score(group: list[NodeLoops], dim: int) -> int:
-    """Bytes accessed contiguously along loop `dim` minus bytes that would need lane loops."""
+    """Bytes accessed contiguously along loop `dim` minus bytes that would need lane loops, per
+    innermost iteration (a reduction's store happens once per output, not per iteration)."""
     x = loop_var(dim)
     score = 0
     for nl in group:
-        accesses = [(nl.store_index(), nl.node.layout.dtype)]
+        accesses = [] if nl.is_reduction and not nl.is_scan else [(nl.store_index(), nl.node.layout.dtype)]
         accesses += [(nl.index(n.index), n.dtype) for n in walk(nl.node.body.value) if isinstance(n, Load)]
         for idx, d in accesses:
             co_ = linear_coeffs(idx, [x])
@@ -105,8 +116,7 @@ def plan_vector(group: list[NodeLoops], start: int, vector_bytes: int, tile: boo
     if not all(_body_ok(nl) for nl in group):
         return None
     reds = [nl for nl in group if nl.is_reduction]
-    if reds and (head.nred == 0 or any(nl.is_scan or nl.accumulate not in VEC_REDUCTIONS
-                                       or nl.node.body.value.dtype.is_bool for nl in reds)):
+    if reds and (head.nred == 0 or any(nl.is_scan or not vector_reduction(nl) for nl in reds)):
         return None
     lanes = vector_bytes // 4
     if tile and not reds and n - start >= 2:
@@ -124,7 +134,29 @@ def plan_vector(group: list[NodeLoops], start: int, vector_bytes: int, tile: boo
     dim = max(cands, key=lambda k: (_access_score(group, k), k))
     if head.sizes[dim] < lanes:
         return None
-    return VecPlan(dim, lanes, dim != n - 1, head.sizes[dim] % lanes != 0)
+    vertical = dim != n - 1
+    unroll = 1
+    if reds and not vertical and head.sizes[dim] > UNROLL_MIN_BLOCKS * lanes:
+        nodes = sum(1 for nl in group for _ in walk(nl.node.body.value))
+        unroll = UNROLL if nodes <= BIG_BODY else UNROLL_BIG_BODY
+        chains = len({nl.node.body.value if nl.accumulate.startswith("welford") else nl.node.name for nl in reds})
+        while unroll > 1 and chains * unroll > UNROLL:  # several reductions are independent chains already
+            unroll //= 2
+    return VecPlan(dim, lanes, vertical, head.sizes[dim] % lanes != 0, unroll=unroll)
+
+
+def vector_reduction(nl: NodeLoops) -> bool:
+    """Has this reduction a vector accumulator for its value dtype? (bool values: any/all only;
+    Welford: floating values; arg reductions: 32-bit values — 64-bit value and index vectors are
+    twice the machine's width and cost more compile time than they save)"""
+    rtype, d = nl.accumulate, nl.node.body.value.dtype
+    if rtype not in VEC_REDUCTIONS:
+        return False
+    if d.is_bool:
+        return rtype in ("any", "all")
+    if rtype in ("argmax", "argmin"):
+        return dt.compute_dtype(d).itemsize == 4
+    return not (rtype.startswith("welford") and not d.is_floating)
 
 
 def _sym(name: str) -> sympy.Symbol:

@@ -184,5 +184,71 @@ template <class Op, class VT> static inline typename Elem<VT>::t vec_reduce_all(
     for (int i = 1; i < W; ++i) r = op(r, v[i]);
     return r;
 }
+static inline bool any_lane(vbool m) { bool r = false; for (int i = 0; i < W; ++i) r = r || m[i] != 0; return r; }
+static inline bool all_lanes(vbool m) { bool r = true; for (int i = 0; i < W; ++i) r = r && m[i] != 0; return r; }
+static inline vint64 iota64() { vint64 r; for (int i = 0; i < W; ++i) r[i] = i; return r; }
+
+// ---- arg reductions: per-lane best value and its index; lanes folded with stax::arg*_pick ----
+template <class VT> static inline void argmax_update(VT& acc, vint64& idx, VT v, vint64 vi) {
+    auto take = (v > acc) | ((v != v) & (acc == acc));
+    acc = take ? v : acc;
+    idx = __builtin_convertvector(take, vint64) ? vi : idx;
+}
+template <class VT> static inline void argmin_update(VT& acc, vint64& idx, VT v, vint64 vi) {
+    auto take = (v < acc) | ((v != v) & (acc == acc));
+    acc = take ? v : acc;
+    idx = __builtin_convertvector(take, vint64) ? vi : idx;
+}
+// fold an unrolled loop's independent accumulator (b, bi) into (acc, idx): lane-wise arg*_pick
+template <class VT> static inline void argmax_vmerge(VT& acc, vint64& idx, VT b, vint64 bi) {
+    auto bn = b != b, an = acc != acc;
+    auto lower = __builtin_convertvector(bi < idx, decltype(bn));
+    auto take = (bn & (~an | lower)) | (~bn & ~an & ((b > acc) | ((b == acc) & lower)));
+    acc = take ? b : acc;
+    idx = __builtin_convertvector(take, vint64) ? bi : idx;
+}
+template <class VT> static inline void argmin_vmerge(VT& acc, vint64& idx, VT b, vint64 bi) {
+    auto bn = b != b, an = acc != acc;
+    auto lower = __builtin_convertvector(bi < idx, decltype(bn));
+    auto take = (bn & (~an | lower)) | (~bn & ~an & ((b < acc) | ((b == acc) & lower)));
+    acc = take ? b : acc;
+    idx = __builtin_convertvector(take, vint64) ? bi : idx;
+}
+template <class T, class VT> static inline void argmax_lanes(T& best, int64_t& bi, VT acc, vint64 idx) {
+    for (int i = 0; i < W; ++i) stax::argmax_pick(best, bi, (T)acc[i], (int64_t)idx[i]);
+}
+template <class T, class VT> static inline void argmin_lanes(T& best, int64_t& bi, VT acc, vint64 idx) {
+    for (int i = 0; i < W; ++i) stax::argmin_pick(best, bi, (T)acc[i], (int64_t)idx[i]);
+}
+
+// ---- Welford: W lanes, one count (every lane sees the same number of values), in double ----
+struct VWelford {
+    vdouble mean = {}, m2 = {};
+    int64_t n = 0;
+    template <class VT> inline void update(VT v) {
+        vdouble x = __builtin_convertvector(v, vdouble);
+        n += 1;
+        double rn = 1.0 / (double)n;
+        vdouble d = x - mean;
+        mean = mean + d * rn;
+        m2 = m2 + d * (x - mean);
+    }
+    inline void merge_into(stax::Welford& acc) const { for (int i = 0; i < W; ++i) acc.merge(mean[i], m2[i], n); }
+    inline void merge(const VWelford& b) {  // Chan et al., every lane with counts n and b.n
+        if (b.n == 0) return;
+        if (n == 0) { *this = b; return; }
+        int64_t nt = n + b.n;
+        double wb = (double)b.n / (double)nt;
+        vdouble d = b.mean - mean;
+        mean = mean + d * wb;
+        m2 = m2 + b.m2 + d * d * ((double)n * wb);
+        n = nt;
+    }
+    template <class RT> inline RT mean_v() const {
+        return n ? __builtin_convertvector(mean, RT) : bcast<RT>(__builtin_nan(""));
+    }
+    template <class RT> inline RT m2_v() const { return __builtin_convertvector(m2, RT); }
+    template <class RT> inline RT count_v() const { return bcast<RT>((double)n); }
+};
 }}  // namespace stax::vec
 """

@@ -4,7 +4,8 @@
     y = torch.compile(f, backend="stax")(x)   # entry point: no import needed
 
 Pipeline per graph: dynamo FX -> AOTAutograd (+ decompositions) -> ATen graph ->
-stax.ir.Graph (graph_lowering) -> stax.sched.schedule -> stax.cpu -> callable.
+stax.ir.Graph (graph_lowering) -> stax.sched.schedule -> stax.cpu (CPU tensors) or
+stax.gpu (cuda tensors) -> callable.
 Public: `stax_backend`, `register`, `config` (Config, patch), `metrics`
 (snapshot, reset), `lower` (FX graph -> LoweredGraph, for tests and tools).
 """

@@ -1,12 +1,14 @@
 """AOTAutograd glue: one compiler for forward, backward and inference graphs.
 
 `compile_graph` is the per-graph pipeline — a straight list of passes:
-lower (ATen FX -> stax.ir.Graph) -> stax.sched.schedule -> runtime build
-(stax.cpu or the interpreter) -> boxed wrapper; plus metrics and the debug dump.
+route (cuda -> stax.gpu, cpu -> stax.cpu) -> lower (ATen FX -> stax.ir.Graph) ->
+stax.sched.schedule with the target's policy -> runtime build (stax.gpu, stax.cpu
+or the interpreter) -> boxed wrapper; plus metrics and the debug dump.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import time
@@ -14,11 +16,11 @@ import time
 import torch
 from torch._functorch.aot_autograd import aot_module_simplified
 
-from . import debug, metrics
+from . import debug, metrics, runtime
 from .config import Config
 from .cse import cse
 from .decompositions import decomposition_table
-from .graph_lowering import lower
+from .graph_lowering import GPU, lower, route
 from .runtime import CompiledGraph, build_module, eager_callable, no_dynamo, resolve_runtime
 
 log = logging.getLogger("stax.frontend")
@@ -32,12 +34,19 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, kind: str, cfg: C
 
     t0 = time.perf_counter()
     lowered = sched = module = None
+    target = None
     try:
+        target, device = route(gm, example_inputs, cfg)
+        if target == GPU and (why := runtime.gpu_unavailable_reason()) is not None:
+            log.warning("stax: %s graph on %s needs stax-gpu (pip install 'stax-frontend[gpu]'), "
+                        "which is unavailable (%s); running it eagerly", kind, device, why)
+            metrics.record(graphs_no_backend=1, compile_time_s=time.perf_counter() - t0)
+            return eager_callable(gm)
         cse(gm)
-        lowered = lower(gm, example_inputs, cfg)
-        sched = make_schedule(lowered.graph) if lowered.graph.nodes else None
-        module = build_module(lowered, sched, resolve_runtime(cfg.runtime))
-        compiled = CompiledGraph(lowered, module)
+        lowered = lower(gm, example_inputs, cfg, target, device)
+        sched = make_schedule(lowered.graph, scheduler_policy(target)) if lowered.graph.nodes else None
+        module = build_module(lowered, sched, resolve_runtime(cfg.runtime), target, device)
+        compiled = CompiledGraph(lowered, module, device)
     except Exception as e:  # noqa: BLE001 - never crash where eager works
         if cfg.debug:
             debug.dump(cfg, kind, gm, lowered, sched, module, error=e)
@@ -53,6 +62,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, kind: str, cfg: C
     n_kernels = sum(1 for k in sched.kernels if k.kind != "extern") if sched else 0
     metrics.record(
         graphs_compiled=1,
+        graphs_gpu=int(target == GPU and bool(lowered.graph.nodes)),
         kernels_generated=n_kernels,
         nodes_lowered=sum(1 for n in lowered.graph.nodes if not isinstance(n, ExternKernel)),
         extern_calls=sum(lowered.extern_ops.values()),
@@ -71,17 +81,39 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, kind: str, cfg: C
     return compiled
 
 
+def scheduler_policy(target: str):
+    """stax.sched's fusion policy per target: GPU fuses by element counts (Def 7.2) and
+    keeps dependent reductions (softmax) in one kernel; CPU uses the default policy."""
+    if target != GPU:
+        return None
+    from stax.sched import GpuPolicy, SchedulerConfig
+
+    return GpuPolicy(SchedulerConfig(fuse_dependent_reductions=True))
+
+
 def aot_compile(gm: torch.fx.GraphModule, example_inputs, cfg: Config):
     """Dynamo graph -> AOTAutograd with Stax compiling every ATen graph it produces."""
 
     def compiler(kind):
         return functools.partial(compile_graph, kind=kind, cfg=cfg)
 
-    return aot_module_simplified(
-        gm,
-        example_inputs,
-        fw_compiler=compiler("forward"),
-        bw_compiler=compiler("backward"),
-        inference_compiler=compiler("inference"),
-        decompositions=decomposition_table(),
-    )
+    with _attention_backends(example_inputs):  # the joint forward/backward is traced in here
+        return aot_module_simplified(
+            gm,
+            example_inputs,
+            fw_compiler=compiler("forward"),
+            bw_compiler=compiler("backward"),
+            inference_compiler=compiler("inference"),
+            decompositions=decomposition_table(),
+        )
+
+
+def _attention_backends(example_inputs):
+    """On cuda, trace scaled_dot_product_attention through its math form (bmm externs +
+    a native softmax): the fused cuda kernels return RNG state on the meta device and as
+    uint64, which the IR cannot carry yet. CPU keeps the flash-attention extern."""
+    if not any(isinstance(t, torch.Tensor) and t.device.type == "cuda" for t in example_inputs):
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel([SDPBackend.MATH])

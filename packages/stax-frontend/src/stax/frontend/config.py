@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass, field
 
 RUNTIMES = ("auto", "cpu", "interpret")
+DEVICE_OVERRIDES = (None, "gpu")
 
 
 @dataclass(frozen=True)
@@ -66,8 +67,11 @@ class Config:
     strict: re-raise when a whole graph fails to compile instead of running it eagerly.
     max_reads / max_body_ops: §6.6 rules 2 and 4 (too many reads, body too large).
     dense_limit: largest (output elements x reduced elements) for the dense forms of
-      scans and accumulating scatters (until the IR has Scan / scatter stores).
+      accumulating scatters (until the IR has scatter stores).
     cpu_costs / gpu_costs: §6.6 per-device cost tables (rules 1 and 3).
+    device_override: None routes each graph by its tensors' device (cuda -> stax.gpu,
+      cpu -> stax.cpu); 'gpu' sends every graph to stax.gpu, also CPU tensors — for
+      tests and dry runs under TRITON_INTERPRET=1 (Triton's interpreter runs on CPU).
     """
 
     debug: bool = False
@@ -81,17 +85,21 @@ class Config:
     dense_limit: int = 1 << 24
     cpu_costs: DeviceCosts = field(default=CPU_COSTS)
     gpu_costs: DeviceCosts = field(default=GPU_COSTS)
+    device_override: str | None = None  # env STAX_DEVICE_OVERRIDE=gpu
 
     def __post_init__(self):
         if self.runtime not in RUNTIMES:
             raise ValueError(f"config.runtime must be one of {RUNTIMES}, got {self.runtime!r}")
+        if self.device_override not in DEVICE_OVERRIDES:
+            raise ValueError(f"config.device_override must be one of {DEVICE_OVERRIDES}, got {self.device_override!r}")
 
     def costs(self, device: str) -> DeviceCosts:
         return self.cpu_costs if device.startswith("cpu") else self.gpu_costs
 
 
 def from_env() -> Config:
-    """Defaults overridden by STAX_DEBUG, STAX_DEBUG_DIR, STAX_RUNTIME, STAX_STRICT."""
+    """Defaults overridden by STAX_DEBUG(_DIR), STAX_REPORT(_DIR), STAX_RUNTIME, STAX_STRICT,
+    STAX_DEVICE_OVERRIDE."""
     c = Config()
     return dataclasses.replace(
         c,
@@ -101,6 +109,7 @@ def from_env() -> Config:
         report_dir=os.environ.get("STAX_REPORT_DIR", c.report_dir),
         runtime=os.environ.get("STAX_RUNTIME", c.runtime),
         strict=_env_flag("STAX_STRICT", c.strict),
+        device_override=os.environ.get("STAX_DEVICE_OVERRIDE") or c.device_override,
     )
 
 

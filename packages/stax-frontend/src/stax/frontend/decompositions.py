@@ -96,6 +96,7 @@ KEEP = [
     aten.clamp,
     aten.where,
     aten.nan_to_num,
+    aten.logaddexp,
     aten.cat,
     aten.flip,
     aten.roll,

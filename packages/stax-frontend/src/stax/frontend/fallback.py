@@ -75,10 +75,12 @@ def decode(obj, tensors):
     return obj
 
 
-def _layout_of(val) -> Layout:
-    from .graph_lowering import meta_strides
+def _layout_of(ctx, val) -> Layout:
+    from .graph_lowering import GraphUnsupported, meta_strides
 
-    return Layout("cpu", to_stax(val.dtype), tuple(val.shape), meta_strides(val))
+    if val.device != ctx.tensor_device:
+        raise GraphUnsupported(f"an ATen call returns a tensor on {val.device} in a graph on {ctx.tensor_device}")
+    return Layout(ctx.device, to_stax(val.dtype), tuple(val.shape), meta_strides(val))
 
 
 def _op_name(target) -> str:
@@ -120,14 +122,14 @@ def call_aten(ctx, node, args, kwargs, fallback: bool):
         ctx.extern_ops[name] += 1
     if val is None:  # an op run for its effect (e.g. _assert_async): an empty placeholder result
         constants.append(("out", None))
-        return ctx.add_extern(kernel, Layout("cpu", _TUPLE_LAYOUT_DTYPE, (0,), (1,)), inputs, constants, fallback)
+        return ctx.add_extern(kernel, Layout(ctx.device, _TUPLE_LAYOUT_DTYPE, (0,), (1,)), inputs, constants, fallback)
     if isinstance(val, torch.Tensor):
-        lay = _layout_of(val)
+        lay = _layout_of(ctx, val)
         constants.append(("out", _sizes_strides(lay)))
         buf = ctx.add_extern(kernel, lay, inputs, constants, fallback)
         return BufferView(ctx.builder, buf, lay, lay)
-    if isinstance(val, (list, tuple)) and all(v is None or isinstance(v, torch.Tensor) for v in val):
-        placeholder = Layout("cpu", _TUPLE_LAYOUT_DTYPE, (0,), (1,))
+    if isinstance(val, (list, tuple)) and all(v is None or isinstance(v, (torch.Tensor, int)) for v in val):
+        placeholder = Layout(ctx.device, _TUPLE_LAYOUT_DTYPE, (0,), (1,))
         buf = ctx.add_extern(kernel, placeholder, inputs, constants, fallback)
         return ExternTuple(ExternItem(ctx, buf, k, v) for k, v in enumerate(val))
     raise GraphUnsupported(f"{kernel} returns {type(val).__name__}, not tensors")
@@ -145,10 +147,10 @@ class ExternItem:
         self._view = None
 
     def get(self):
-        if self.val is None:
-            return None
+        if not isinstance(self.val, torch.Tensor):  # None, or an int output (static: a literal)
+            return self.val
         if self._view is None:
-            lay = _layout_of(self.val)
+            lay = _layout_of(self.ctx, self.val)
             consts = (("index", self.k), ("out", _sizes_strides(lay)))
             buf = self.ctx.add_extern(GETITEM, lay, (self.tuple_buf,), consts, False)
             self._view = BufferView(self.ctx.builder, buf, lay, lay)
@@ -195,17 +197,25 @@ def aten_kernel(kernel: str) -> Callable:
         ]
         result = op(*decode(args, tensors), **{k: decode(v, tensors) for k, v in kwargs})
         if out is None:
-            return torch.empty(0, dtype=torch.uint8)
+            return _carrier((), bufs)
         if out is False:
-            return tuple(result)
+            return _carrier(tuple(result), bufs)
         return _conform(result, out, bufs)
 
     call.__name__ = kernel.replace(".", "_")
     return call
 
 
+def _carrier(items: tuple, bufs) -> torch.Tensor:
+    """A zero-size uint8 tensor (the placeholder layout) carrying a multi-output result."""
+    device = next((b.device for b in bufs if isinstance(b, torch.Tensor)), None)
+    t = torch.empty(0, dtype=torch.uint8, device=device)
+    t.stax_items = items
+    return t
+
+
 def getitem_kernel(tup, index, out):
-    return _conform(tup[index], out, ())
+    return _conform(tup.stax_items[index], out, ())
 
 
 def kernel_table(graph: Graph) -> dict[str, Callable]:

@@ -28,6 +28,8 @@ from stax.ir import (
     Op,
     Pointwise,
     Reduction,
+    Scan,
+    simplify_index,
     walk,
 )
 from stax.ir import dtypes as dt
@@ -39,7 +41,6 @@ from .dtypes import to_stax
 from .fallback import ExternItem, lower_fallback
 from .lowering import lookup
 from .lowering.registry import BUFFER, REDUCTION, VIEW
-from .simplify import simplify_index as _simplify
 from .tensor import BufferView, Builder, Lazy, TensorValue
 from .views import Unsupported
 
@@ -97,14 +98,46 @@ def same_view(sizes, strides, sizes2, strides2) -> bool:
     )
 
 
-class GraphLowering:
-    """One FX graph's lowering context, handed to every lowering function as `ctx`."""
+GPU, CPU = "gpu", "cpu"  # code generation targets: stax.gpu (Triton) or stax.cpu (C++)
 
-    def __init__(self, gm: torch.fx.GraphModule, example_inputs, cfg: Config, device: str = "cpu"):
+
+def graph_device(gm: torch.fx.GraphModule, example_inputs) -> torch.device:
+    """The device of the graph's tensors: its one non-CPU device if any (0-dim CPU
+    tensors may mix with it, as in eager), else cpu."""
+    vals = [t for t in example_inputs if isinstance(t, torch.Tensor)]
+    vals += [n.meta.get("val") for n in gm.graph.nodes if n.op == "call_function"]
+    found = set()
+    for v in vals:
+        for t in v if isinstance(v, (list, tuple)) else (v,):
+            if isinstance(t, torch.Tensor) and t.device.type not in ("cpu", "meta"):
+                found.add(t.device)
+    if len(found) > 1:
+        raise GraphUnsupported(f"tensors on several devices: {sorted(map(str, found))}")
+    return found.pop() if found else torch.device("cpu")
+
+
+def route(gm: torch.fx.GraphModule, example_inputs, cfg: Config) -> tuple[str, torch.device]:
+    """(target, device): cuda graphs (or all, with cfg.device_override='gpu') go to stax.gpu."""
+    device = graph_device(gm, example_inputs)
+    target = GPU if device.type == "cuda" or cfg.device_override == GPU else CPU
+    return target, device
+
+
+class GraphLowering:
+    """One FX graph's lowering context, handed to every lowering function as `ctx`.
+
+    `device` is the stax.ir device of the code ('cpu' for stax.cpu, 'cuda' for stax.gpu:
+    it picks the §6.6 cost table); `tensor_device` is where the runtime tensors live
+    (cpu for the GPU target only under config.device_override='gpu')."""
+
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs, cfg: Config, target: str = CPU,
+                 tensor_device: torch.device | None = None):
         self.gm = gm
         self.example_inputs = list(example_inputs)
         self.cfg = cfg
-        self.device = device
+        self.target = target
+        self.device = "cuda" if target == GPU else "cpu"
+        self.tensor_device = tensor_device if tensor_device is not None else torch.device("cpu")
         self.builder = Builder()
         self.inputs: list[InputBuffer] = []
         self.nodes: list = []
@@ -146,14 +179,10 @@ class GraphLowering:
         return (self.current.name,) if self.current is not None else ()
 
     def simplify_value(self, value, ranges: dict):
-        """Rebuild `value` with simplified Load / IndexValue indices (§6.8)."""
+        """Rebuild `value` with simplified Load / IndexValue indices (§6.8, stax.ir.simplify_index:
+        range-aware FloorDiv / ModularIndexing folding; size-1 loop variables become 0)."""
         memo: dict[int, object] = {}
         b = self.builder
-        unit = {v: 0 for v, n in ranges.items() if n == 1}  # size-1 loop vars are always 0
-
-        def simplify_index(e, ranges):
-            return _simplify(e.xreplace(unit) if unit else e, ranges)
-
         for n in walk(value):
             if isinstance(n, Load):
                 ind = tuple((s, memo[id(v)], bnd) for s, v, bnd in n.indirect)
@@ -187,6 +216,13 @@ class GraphLowering:
         body = Reduction(tuple(sizes), tuple(reduction_sizes), reduction_type, value)
         layout = Layout.contiguous(tuple(sizes), body.dtype, self.device)
         return self.add_computed(body, layout)
+
+    def scan_buffer(self, sizes, axis: int, scan_type: str, value) -> BufferView:
+        """A Scan buffer (inclusive prefix combine along `axis`); `value` uses i0.. over `sizes`."""
+        ivars = pointwise_vars(len(sizes))
+        value = self.simplify_value(value, dict(zip(ivars, sizes)))
+        body = Scan(tuple(sizes), axis, scan_type, value)
+        return self.add_computed(body, Layout.contiguous(tuple(sizes), body.dtype, self.device))
 
     def realize(self, tv: TensorValue, reason: str = "buffer", strides=None) -> BufferView:
         """`tv` in memory: a BufferView as is, else a new buffer (counted by reason)."""
@@ -229,8 +265,8 @@ class GraphLowering:
         if not isinstance(example, torch.Tensor):
             raise GraphUnsupported(f"non-tensor graph input {node.name}={example!r} (symbolic shapes?)")
         self._check_static(example)
-        if example.device.type != "cpu":
-            raise GraphUnsupported(f"input {node.name} is on {example.device}; only cpu is compiled")
+        if example.device != self.tensor_device and not (example.device.type == "cpu" and example.dim() == 0):
+            raise GraphUnsupported(f"input {node.name} is on {example.device}; the graph runs on {self.tensor_device}")
         lay = Layout(self.device, to_stax(example.dtype), tuple(example.shape), tuple(example.stride()))
         self.inputs.append(InputBuffer(node.name, lay))
         return BufferView(self.builder, node.name, lay, lay)
@@ -241,12 +277,19 @@ class GraphLowering:
             if not isinstance(s, int):
                 raise GraphUnsupported("symbolic shapes are not supported yet (Part Four)")
 
+    def check_device(self, device) -> None:
+        """A tensor created or moved to `device` inside the graph must stay on the graph's device."""
+        if device is not None and torch.device(device).type != self.tensor_device.type:
+            raise GraphUnsupported(f"a tensor moves to {device} in a graph on {self.tensor_device}")
+
     def _get_attr(self, node):
         value = getattr(self.gm, node.target)
         if not isinstance(value, torch.Tensor):
             return value
         name = "const_" + node.name
         self._check_static(value)
+        if value.device != self.tensor_device:
+            raise GraphUnsupported(f"constant {node.target} is on {value.device}, the graph on {self.tensor_device}")
         lay = Layout(self.device, to_stax(value.dtype), tuple(value.shape), tuple(value.stride()))
         self.inputs.append(InputBuffer(name, lay))
         self.extra_inputs.append(("const", value))
@@ -358,7 +401,9 @@ class GraphLowering:
         )
 
 
-def lower(gm: torch.fx.GraphModule, example_inputs, cfg: Config) -> LoweredGraph:
-    """Lower one ATen FX graph into a stax.ir.Graph (plus how to rebuild its outputs)."""
-    return GraphLowering(gm, example_inputs, cfg).run()
+def lower(gm: torch.fx.GraphModule, example_inputs, cfg: Config, target: str = CPU,
+          tensor_device: torch.device | None = None) -> LoweredGraph:
+    """Lower one ATen FX graph into a stax.ir.Graph (plus how to rebuild its outputs)
+    for code generation target `target` ('cpu' or 'gpu')."""
+    return GraphLowering(gm, example_inputs, cfg, target, tensor_device).run()
 

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 class Metrics:
     graphs_compiled: int = 0  # ATen graphs lowered and compiled by Stax
     graphs_failed: int = 0  # graphs that failed to compile and run eagerly instead
+    graphs_gpu: int = 0  # of graphs_compiled, those compiled by stax.gpu (Triton)
+    graphs_no_backend: int = 0  # graphs run eagerly: their device's backend (stax-gpu / triton) is missing
     kernels_generated: int = 0  # Stax-generated (non-extern) kernels in all schedules
     nodes_lowered: int = 0  # ComputedBuffers in all IR graphs
     extern_calls: int = 0  # ExternKernel nodes calling a library op on purpose (mm, conv, ...)

@@ -80,6 +80,15 @@ def cpu_available() -> bool:
     return hasattr(cpu, "compile_schedule")
 
 
+def gpu_unavailable_reason() -> str | None:
+    """None when stax.gpu (and triton) import; else why not (the optional extra `stax-frontend[gpu]`)."""
+    try:
+        import stax.gpu  # noqa: F401 - imported lazily: CPU-only installs have no triton
+    except Exception as e:  # noqa: BLE001 - ImportError, or triton failing to initialize
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
 def resolve_runtime(name: str) -> str:
     if name == "auto":
         return "cpu" if cpu_available() else "interpret"
@@ -168,11 +177,17 @@ class NoKernels:
 # ---- building the callable ------------------------------------------------------------
 
 
-def build_module(lowered: LoweredGraph, schedule, runtime: str):
-    """The CompiledModule-like object (with .source and .call(args))."""
+def build_module(lowered: LoweredGraph, schedule, runtime: str, target: str = "cpu", device=None):
+    """The CompiledModule-like object (with .source and .call(args)): stax.gpu for the
+    GPU target, else stax.cpu or (runtime='interpret') the numpy interpreter."""
     extern = kernel_table(lowered.graph)
     if not lowered.graph.nodes:
         return NoKernels(lowered.graph)
+    if target == "gpu":
+        import stax.gpu  # attribute lookup at call time: benchmarks count calls by patching it
+
+        config = stax.gpu.GpuConfig.from_env(device=str(device if device is not None else "cuda"))
+        return stax.gpu.compile_schedule(schedule, extern_kernels=extern, config=config)
     if runtime == "interpret":
         return InterpretedModule(lowered.graph, extern)
     from stax.cpu import compile_schedule
@@ -185,8 +200,9 @@ class CompiledGraph:
 
     _boxed_call = True
 
-    def __init__(self, lowered: LoweredGraph, module):
+    def __init__(self, lowered: LoweredGraph, module, device=None):
         self.module = module
+        self.device = torch.device(device if device is not None else "cpu")
         self.inputs = [i.layout for i in lowered.graph.inputs[: len(lowered.input_names)]]
         self.input_names = lowered.input_names
         self.extras = list(lowered.extra_inputs)
@@ -201,15 +217,17 @@ class CompiledGraph:
         for k, (t, (sizes, strides, dtype)) in enumerate(zip(inputs, self._expect)):
             if not isinstance(t, torch.Tensor):
                 raise TypeError(f"stax: input {self.input_names[k]} should be a tensor, got {type(t).__name__}")
-            if t.dtype != dtype or t.device.type != "cpu":
+            if t.device != self.device and t.device.type == "cpu" and t.dim() == 0:
+                t = inputs[k] = t.to(self.device)  # a 0-dim CPU tensor in a cuda graph (eager allows it)
+            if t.dtype != dtype or t.device != self.device:
                 raise TypeError(
-                    f"stax: input {self.input_names[k]} is {t.dtype} on {t.device}; compiled for {dtype} on cpu"
+                    f"stax: input {self.input_names[k]} is {t.dtype} on {t.device}; compiled for {dtype} on {self.device}"
                 )
             if tuple(t.shape) != sizes:
                 raise ValueError(f"stax: input {self.input_names[k]} has shape {tuple(t.shape)}; compiled for {sizes}")
             if tuple(t.stride()) != strides and any(n != 1 and a != b for n, a, b in zip(sizes, t.stride(), strides)):
                 log.info("stax: re-striding input %s from %s to %s", self.input_names[k], t.stride(), strides)
-                r = torch.empty_strided(sizes, strides, dtype=dtype)
+                r = torch.empty_strided(sizes, strides, dtype=dtype, device=self.device)
                 r.copy_(t)
                 inputs[k] = r
 
@@ -219,7 +237,8 @@ class CompiledGraph:
         args.clear()
         self._conform_inputs(inputs)
         originals = list(inputs)
-        outs = self.module.call(inputs + [_seed() if kind == "seed" else t for kind, t in self.extras])
+        extras = [_seed(self.device) if kind == "seed" else t for kind, t in self.extras]
+        outs = self.module.call(inputs + extras)
         result = []
         for spec in self.outputs:
             if spec.kind == "buffer":
@@ -234,9 +253,9 @@ class CompiledGraph:
         return result if self.is_tuple else result[0]
 
 
-def _seed() -> torch.Tensor:
-    """A fresh 63-bit seed from torch's default generator (so manual_seed reproduces runs)."""
-    return torch.randint(0, 2**62, (), dtype=torch.int64)
+def _seed(device: torch.device) -> torch.Tensor:
+    """A fresh 63-bit seed from torch's default CPU generator (so manual_seed reproduces runs)."""
+    return torch.randint(0, 2**62, (), dtype=torch.int64).to(device)
 
 
 def _view(t: torch.Tensor, view) -> torch.Tensor:

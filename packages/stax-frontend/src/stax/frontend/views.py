@@ -1,9 +1,9 @@
 """View ops as index maps: no copies, ever.
 
 Every view is a map from the new index tuple to the old one. On a `BufferView` the
-composed flat index is simplified (simplify.py) and, when it is linear in the new
-indices, read back as new strides — the result is again a BufferView (what torch
-itself would produce). Otherwise (e.g. flattening a transposed buffer) the view is
+composed flat index is simplified (stax.ir.simplify_index, §6.8) and, when it is
+linear in the new indices, read back as new strides — the result is again a
+BufferView (what torch itself would produce). Otherwise (e.g. flattening a transposed buffer) the view is
 a `Lazy` whose loads carry FloorDiv / ModularIndexing.
 """
 
@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import sympy
+from stax.ir import simplify_index
 from stax.ir.index import FloorDiv, ModularIndexing, contiguous_strides, strided_index, sympify, var
 
-from .simplify import simplify_index
 from .tensor import BufferView, Lazy, TensorValue, lazy
 
 
@@ -43,6 +43,16 @@ def _linear_strides(expr, vs) -> tuple[list[int], int] | None:
     return strides, offset
 
 
+def _unit_strides(sizes, strides) -> list[int]:
+    """Strides for size-1 dims (their variable simplifies to 0, so the index says
+    nothing): torch's convention, the next dim's stride times its size (1 at the end)."""
+    out = list(strides)
+    for k in range(len(sizes) - 1, -1, -1):
+        if sizes[k] == 1:
+            out[k] = out[k + 1] * max(sizes[k + 1], 1) if k + 1 < len(sizes) else 1
+    return out
+
+
 def apply_view(tv: TensorValue, new_sizes: Sequence[int], index_map: Callable) -> TensorValue:
     """The view of `tv` with `new_sizes` whose element idx is tv's element index_map(idx)."""
     new_sizes = tuple(int(s) for s in new_sizes)
@@ -54,8 +64,7 @@ def apply_view(tv: TensorValue, new_sizes: Sequence[int], index_map: Callable) -
         lin = _linear_strides(flat, vs)
         if lin is not None:
             strides, offset = lin
-            # size-1 dims: normalize the stride so equal views compare equal
-            return tv.with_layout(new_sizes, strides, offset)
+            return tv.with_layout(new_sizes, _unit_strides(new_sizes, strides), offset)
     return lazy(new_sizes, tv.dtype, tv.device, lambda idx: tv.load(index_map(idx)))
 
 

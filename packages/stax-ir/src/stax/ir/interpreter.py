@@ -36,13 +36,18 @@ def from_storage(flat: np.ndarray, layout: Layout) -> np.ndarray:
     return np.lib.stride_tricks.as_strided(base, sizes, strides, writeable=True)
 
 
-def _grid(sizes: list[int], vars_) -> dict:
+def index_grid(vars_, sizes, dtype=np.int64) -> dict:
+    """{var_k: arange(size_k)} shaped to broadcast over the grid `sizes` (axis k), for evaluating indices.
+
+    Open (not materialized) like np.ogrid: an expression over a few of the vars
+    costs only the points of those vars.
+    """
     n = len(sizes)
     env = {}
     for k, (v, s) in enumerate(zip(vars_, sizes)):
         shape = [1] * n
-        shape[k] = s
-        env[v] = np.arange(s, dtype=np.int64).reshape(shape)
+        shape[k] = int(s)
+        env[v] = np.arange(int(s), dtype=dtype).reshape(shape)
     return env
 
 
@@ -117,7 +122,7 @@ def run_node(node: ComputedBuffer, buffers: Mapping[str, np.ndarray]) -> np.ndar
     if isinstance(body, Reduction):
         rsizes = [as_int(s) for s in body.reduction_ranges]
         shape = tuple(sizes + rsizes)
-        env = _grid(sizes + rsizes, list(pvars) + list(reduction_vars(len(rsizes))))
+        env = index_grid(list(pvars) + list(reduction_vars(len(rsizes))), sizes + rsizes)
         vals = eval_value(body.value, env, buffers, shape)
         rdef = reduction_def(body.reduction_type)
         if _numel(rsizes) == 0:
@@ -130,7 +135,7 @@ def run_node(node: ComputedBuffer, buffers: Mapping[str, np.ndarray]) -> np.ndar
         dtype = body.dtype
     elif isinstance(body, Scan):
         shape = tuple(sizes)
-        vals = eval_value(body.value, _grid(sizes, pvars), buffers, shape)
+        vals = eval_value(body.value, index_grid(pvars, sizes), buffers, shape)
         if _numel(sizes) == 0:
             result = np.zeros(shape, dtype=dt.compute_dtype(body.dtype).np)
         else:
@@ -138,7 +143,7 @@ def run_node(node: ComputedBuffer, buffers: Mapping[str, np.ndarray]) -> np.ndar
         dtype = body.dtype
     else:
         shape = tuple(sizes)
-        env = _grid(sizes, pvars)
+        env = index_grid(pvars, sizes)
         result = eval_value(body.value, env, buffers, shape)
         dtype = body.value.dtype
     out = np.zeros(node.layout.storage_size(), dtype=node.layout.dtype.np)

@@ -14,9 +14,19 @@ sequence, so equal accesses written differently compare equal:
     a (64, 128) loop gives c0 over {c0: 64}, equal to buf1's write index — the prefix
     rule of Prop 7.2 (the consumer has an inner dimension the producer does not).
 
-FloorDiv/ModularIndexing terms (views) are resolved exactly: the variables they couple
-are evaluated on their (bounded) grid and the values are decomposed into mixed-radix
-digits, which is exact because the canonical form is a function of the values only.
+FloorDiv/ModularIndexing terms (views) are resolved exactly, block by block of the
+variables they couple. The canonical form is a function of the block's values only
+(the coarsest mixed-radix split of an affine map is unique), so any exact route gives
+the same answer, and the cheap one is tried first:
+
+  1. symbolically (large blocks): the block's variables are written as digits of one
+     flat index F and the range-aware simplifier folds the view composition; when what
+     is left is a sum of digits of F on one divisibility chain, it is affine in those
+     digits, whatever the size of the grid;
+  2. otherwise the block is evaluated exactly on its (bounded) grid, a chunk at a time
+     in int32 when the value ranges allow, rejecting early when the first chunk already
+     shows that no affine split exists, and the values are split into digits.
+
 What cannot be resolved (symbolic sizes, indirect symbols, non-affine maps, huge
 coupled grids) keeps its expression with renamed variables: such forms never equal an
 affine one, so the comparison stays conservative (unequal means "do not fuse").
@@ -31,11 +41,22 @@ from dataclasses import dataclass
 import numpy as np
 import sympy
 
-from .index import sympify, var
+from .index import FloorDiv, ModularIndexing, sympify, var
 from .index_printer import evaluate
+from .interpreter import index_grid
+from .simplify import simplify_index
 
 # Largest grid (points) evaluated to resolve FloorDiv/ModularIndexing couplings.
 MAX_EVAL_POINTS = 1 << 20
+# Grid points evaluated per step: temporaries stay in cache and freed buffers are reused.
+CHUNK_POINTS = 1 << 15
+# Blocks from this many points are first folded symbolically (about 1-3 ms of sympy, flat
+# in the size); smaller ones evaluate faster than that (about 20 ns a point in int32).
+SYMBOLIC_MIN_POINTS = 1 << 17
+# The flat index of a coupled block (a name no loop variable uses).
+_FLAT = sympy.Symbol("_stax_flat", integer=True, nonnegative=True)
+_INT32_MAX = 2**31 - 1
+_INT64_MAX = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -99,7 +120,7 @@ class NormalizedIndex:
     def addresses(self) -> np.ndarray:
         """The address sequence over the canonical iteration, row-major (for tests/debugging)."""
         sizes = [int(s) for s in self.sizes]
-        env = _grid(self.vars, sizes)
+        env = index_grid(self.vars, sizes)
         return np.broadcast_to(np.asarray(evaluate(self.index, env), dtype=np.int64), tuple(sizes)).reshape(-1)
 
     def __str__(self) -> str:
@@ -142,18 +163,18 @@ def _normalize(index: sympy.Expr, pairs: tuple, max_eval: int) -> NormalizedInde
     sizes_all = [int(s) for _, s in pairs]
     if any(s == 0 for s in sizes_all):
         return _kept(index, pairs)
-    zero = {v: 0 for v, s in pairs if int(s) == 1}
-    if zero:
-        index = index.xreplace({v: sympy.Integer(0) for v in zero})
+    zero = {v for v, s in pairs if int(s) == 1}
     vars_ = [v for v, s in pairs if int(s) != 1]
     sizes = [int(s) for _, s in pairs if int(s) != 1]
     pos = {v: k for k, v in enumerate(vars_)}
-    if index.free_symbols - set(pos):
+    split = _split_terms(index, pos, zero)  # linear size-1 terms are just skipped: no substitution
+    if zero and (split is _RESPLIT or split is _FOREIGN or split[0] is None):
+        index = index.xreplace({v: sympy.Integer(0) for v in zero})  # the size-1 variables are 0
+        zero = ()
+        split = _split_terms(index, pos)
+    if split is _FOREIGN or split[0] is None:
         return _kept(index, tuple(zip(vars_, map(sympy.Integer, sizes))))
-
-    linear, const, nonlinear = _split_terms(index, pos)
-    if linear is None:
-        return _kept(index, tuple(zip(vars_, map(sympy.Integer, sizes))))
+    linear, const, nonlinear = split
     blocks = _coupled_blocks(len(vars_), nonlinear)
     dims: list[tuple[int, int]] = []
     for lo, hi in blocks:
@@ -163,6 +184,8 @@ def _normalize(index: sympy.Expr, pairs: tuple, max_eval: int) -> NormalizedInde
             continue
         digits = _block_digits(vars_[lo : hi + 1], sizes[lo : hi + 1], linear, pos, terms, max_eval)
         if digits is None:
+            if zero:
+                index = index.xreplace({v: sympy.Integer(0) for v in zero})
             return _kept(index, tuple(zip(vars_, map(sympy.Integer, sizes))))
         base, block_dims = digits
         const += base
@@ -170,8 +193,16 @@ def _normalize(index: sympy.Expr, pairs: tuple, max_eval: int) -> NormalizedInde
     return NormalizedIndex(const, _canonical_dims(dims))
 
 
-def _split_terms(index, pos):
-    """Linear coefficients {position: int}, constant, and non-linear terms with their var span."""
+_RESPLIT = "resplit"  # a size-1 variable occurs inside a non-linear term: substitute 0 first
+_FOREIGN = "foreign"  # a symbol that is not a loop variable (symbolic or indirect)
+
+
+def _split_terms(index, pos, zero=frozenset()):
+    """Linear coefficients {position: int}, constant, and non-linear terms with their var span.
+
+    Linear terms of the `zero` (size-1) variables are dropped; _RESPLIT or _FOREIGN
+    when the index needs the substitution first or is not over the loop variables.
+    """
     linear: dict[int, int] = {}
     const = 0
     nonlinear = []
@@ -181,11 +212,20 @@ def _split_terms(index, pos):
             if not coeff.is_Integer:
                 return None, 0, []
             const += int(coeff)
+        elif rest.is_Symbol and rest in zero:
+            continue
         elif rest.is_Symbol and coeff.is_Integer:
-            k = pos[rest]
+            k = pos.get(rest)
+            if k is None:
+                return _FOREIGN
             linear[k] = linear.get(k, 0) + int(coeff)
         else:
-            ks = [pos[s] for s in term.free_symbols]
+            syms = term.free_symbols
+            if zero and not syms.isdisjoint(zero):
+                return _RESPLIT
+            ks = [pos.get(s) for s in syms]
+            if None in ks:
+                return _FOREIGN
             nonlinear.append((term, (min(ks), max(ks))))
     return linear, const, nonlinear
 
@@ -204,31 +244,226 @@ def _coupled_blocks(n: int, nonlinear) -> list[tuple[int, int]]:
     return blocks
 
 
-def _grid(vars_, sizes) -> dict:
-    n = len(sizes)
-    env = {}
-    for k, (v, s) in enumerate(zip(vars_, sizes)):
-        shape = [1] * n
-        shape[k] = s
-        env[v] = np.arange(s, dtype=np.int64).reshape(shape)
-    return env
-
-
 def _block_digits(vars_, sizes, linear, pos, terms, max_eval):
-    """Evaluate a coupled block on its grid and split it into affine mixed-radix digits."""
+    """(base, [(size, stride), ...]) of a coupled block in row-major order, or None if not affine."""
     npoints = 1
     for s in sizes:
         npoints *= s
     if npoints > max_eval:
         return None
     expr = sympy.Add(*terms, *(sympy.Integer(linear.get(pos[v], 0)) * v for v in vars_))
+    tree = _IntTree(expr, dict(zip(vars_, sizes)))
+    if not tree.ok:  # something the fixed-width paths do not cover: the general evaluator decides
+        return _reference_digits(expr, vars_, sizes)
+    if npoints >= SYMBOLIC_MIN_POINTS:
+        digits = _flat_digits(expr, vars_, sizes)
+        if digits is not None:
+            return digits
+    return tree.grid_digits(expr, vars_, sizes)
+
+
+def _reference_digits(expr, vars_, sizes):
     try:
-        values = np.asarray(evaluate(expr, _grid(vars_, sizes)))
+        values = np.asarray(evaluate(expr, index_grid(vars_, sizes)))
     except (NotImplementedError, TypeError, KeyError, ZeroDivisionError):
         return None
     if values.dtype.kind not in "iu":
         return None
     return affine_digits(np.broadcast_to(values.astype(np.int64), tuple(sizes)).reshape(-1))
+
+
+def _flat_digits(expr, vars_, sizes):
+    """The block's digits proven symbolically, or None (then it is evaluated).
+
+    With F the row-major flat index of the block, var_k = (F // inner_k) % size_k;
+    substituting and simplifying over 0 <= F < N folds the reshapes of a view chain.
+    A remainder sum(c * (F // d) % m) whose digit bounds d, d*m divide one another in
+    a chain is affine in the digits between consecutive bounds.
+    """
+    sub, inner = {}, 1
+    for k in range(len(vars_) - 1, -1, -1):
+        sub[vars_[k]] = FloorDiv(_FLAT, inner) if k == 0 else ModularIndexing(_FLAT, inner, sizes[k])
+        inner *= sizes[k]
+    return _chain_digits(simplify_index(expr, {_FLAT: inner}, subs=sub), inner)
+
+
+def _chain_digits(e, n: int):
+    """(base, dims) when `e` is a constant plus digits of _FLAT over [0, n) on one divisibility chain."""
+    base, digits = 0, []
+    for term in sympy.Add.make_args(e):
+        coeff, rest = term.as_coeff_Mul()
+        if not coeff.is_Integer:
+            return None
+        if rest == 1:
+            base += int(coeff)
+            continue
+        if rest == _FLAT:
+            d, m = 1, None
+        elif isinstance(rest, FloorDiv) and rest.args[0] == _FLAT and rest.args[1].is_Integer:
+            d, m = int(rest.args[1]), None
+        elif isinstance(rest, ModularIndexing) and rest.args[0] == _FLAT and all(a.is_Integer for a in rest.args[1:]):
+            d, m = int(rest.args[1]), int(rest.args[2])
+        else:
+            return None
+        if d <= 0 or (m is not None and m <= 0):
+            return None
+        if d >= n:  # F // d == 0 on the whole block
+            continue
+        digits.append((int(coeff), d, None if m is None or d * m >= n else d * m))
+    bounds = sorted({1, n}.union(*((d,) if top is None else (d, top) for _, d, top in digits)))
+    if any(b % a for a, b in zip(bounds, bounds[1:])):
+        return None
+    at = {b: k for k, b in enumerate(bounds)}
+    strides = [0] * (len(bounds) - 1)
+    for c, d, top in digits:  # (F // d) % (top / d) == sum of the chain digits between d and top
+        for k in range(at[d], at[n] if top is None else at[top]):
+            strides[k] += c * (bounds[k] // d)
+    return base, [(bounds[k + 1] // bounds[k], strides[k]) for k in range(len(strides) - 1, -1, -1)]
+
+
+class _IntTree:
+    """An index expression checked for exact fixed-width numpy evaluation on a grid.
+
+    Every node gets integer bounds; `ok` when all nodes are integer arithmetic,
+    FloorDiv or ModularIndexing by positive constants and no partial result can
+    leave int64, and `dtype` is int32 when none can leave int32 (numpy divides
+    int32 several times faster).
+    """
+
+    def __init__(self, expr, ranges: dict):
+        self.ranges = ranges
+        self.bounds: dict = {}
+        self.peak = 0
+        self.ok = self._bound(expr) is not None and self.peak <= _INT64_MAX
+        self.dtype = np.int32 if self.peak <= _INT32_MAX else np.int64
+
+    def _bound(self, e):
+        if e in self.bounds:
+            return self.bounds[e]
+        r = self._bound_new(e)
+        self.bounds[e] = r
+        if r is not None:
+            self.peak = max(self.peak, abs(r[0]), abs(r[1]))
+        return r
+
+    def _bound_new(self, e):
+        if e.is_Integer:
+            return int(e), int(e)
+        if e.is_Symbol:
+            s = self.ranges.get(e)
+            return None if s is None else (0, s - 1)
+        args = [self._bound(a) for a in e.args]
+        if any(a is None for a in args):
+            return None
+        if e.is_Add:
+            self.peak = max(self.peak, sum(max(-lo, hi) for lo, hi in args))
+            return sum(lo for lo, _ in args), sum(hi for _, hi in args)
+        if e.is_Mul:
+            lo, hi = args[0]
+            for a, b in args[1:]:
+                ends = (lo * a, lo * b, hi * a, hi * b)
+                lo, hi = min(ends), max(ends)
+                self.peak = max(self.peak, -lo, hi)
+            return lo, hi
+        consts = [int(a) if (a.is_Integer and int(a) > 0) else 0 for a in e.args[1:]]
+        if isinstance(e, FloorDiv) and consts[0]:
+            d = consts[0]
+            return args[0][0] // d, args[0][1] // d
+        if isinstance(e, ModularIndexing) and consts[0] and consts[1]:
+            d, m = consts
+            lo, hi = args[0][0] // d, args[0][1] // d
+            self.peak = max(self.peak, max(-lo, hi) + m)  # q - (q // m) * m
+            return (lo, hi) if (lo >= 0 and hi < m) else (0, m - 1)
+        return None
+
+    def evaluate(self, e, env: dict, memo: dict):
+        """Exact values of `e` on `env` (arrays of self.dtype, or Python ints for fixed coordinates)."""
+        r = memo.get(e)
+        if r is not None:
+            return r
+        if e.is_Integer:
+            r = int(e)
+        elif e.is_Symbol:
+            r = env[e]
+        elif e.is_Add:
+            vals = [self.evaluate(a, env, memo) for a in e.args]
+            const = sum(v for v in vals if isinstance(v, int))
+            arrays = [v for v in vals if not isinstance(v, int)]
+            r = arrays[0] if arrays else const
+            for v in arrays[1:]:
+                r = r + v
+            if arrays and const:
+                r = r + const
+        elif e.is_Mul:
+            r = 1
+            for a in e.args:
+                r = r * self.evaluate(a, env, memo)
+        else:
+            lo, hi = self.bounds[e.args[0]]
+            d = int(e.args[1])
+            if lo >= 0 and hi < d:
+                r = 0
+            else:
+                r = self.evaluate(e.args[0], env, memo)
+                if d != 1:
+                    r = r // d
+                if isinstance(e, ModularIndexing):
+                    m = int(e.args[2])
+                    if not (lo // d >= 0 and hi // d < m):
+                        r = r - (r // m) * m
+        memo[e] = r
+        return r
+
+    def grid_digits(self, expr, vars_, sizes):
+        """Evaluate the block chunk by chunk in row-major order and split it into digits."""
+        n = len(sizes)
+        j, inner = n - 1, 1  # dims after j fit in one chunk; dim j is cut into rows
+        while j > 0 and inner * sizes[j] <= CHUNK_POINTS:
+            inner *= sizes[j]
+            j -= 1
+        rows = max(1, CHUNK_POINTS // inner)
+        env = index_grid(vars_[j + 1 :], sizes[j + 1 :], self.dtype)
+        env = {v: a.reshape((1,) * (j + 1) + a.shape) for v, a in env.items()}
+        total = 1
+        for s in sizes:
+            total *= s
+        out = np.empty(total, dtype=self.dtype)
+        at = 0
+        for outer in np.ndindex(*sizes[:j]):
+            env.update((vars_[k], int(x)) for k, x in enumerate(outer))
+            for a in range(0, sizes[j], rows):
+                b = min(a + rows, sizes[j])
+                env[vars_[j]] = np.arange(a, b, dtype=self.dtype).reshape((1,) * j + (b - a,) + (1,) * (n - j - 1))
+                shape = (1,) * j + (b - a,) + tuple(sizes[j + 1 :])
+                block = np.asarray(self.evaluate(expr, env, {}), dtype=self.dtype)
+                out[at : at + (b - a) * inner] = np.broadcast_to(block, shape).reshape(-1)
+                if at == 0 and (b - a) * inner < total and _prefix_rejects(out[: (b - a) * inner], total):
+                    return None
+                at += (b - a) * inner
+        return affine_digits(out)
+
+
+def _prefix_rejects(f: np.ndarray, total: int) -> bool:
+    """True when the first len(f) of `total` values already rule out an affine digit split.
+
+    Replays `affine_digits` on what is known: a break in the first differences fixes
+    the innermost digit exactly as on the full sequence, so a digit that does not
+    divide the length, or a complete row off its line, fails the full split too.
+    """
+    f = f.astype(np.int64)
+    while len(f) > 1 and total > 1:
+        step = f[1] - f[0]
+        breaks = np.nonzero(np.diff(f) != step)[0]
+        if not len(breaks):
+            return False
+        r = int(breaks[0]) + 1
+        if total % r:
+            return True
+        rows = f[: len(f) // r * r].reshape(-1, r)
+        if not np.array_equal(rows, rows[:, :1] + step * np.arange(r, dtype=np.int64)):
+            return True
+        f, total = rows[:, 0], total // r
+    return False
 
 
 def affine_digits(values: np.ndarray):

@@ -2,7 +2,9 @@
 
 Views compose into FloorDiv/ModularIndexing chains; with the loop ranges known most
 of them fold away (ModularIndexing(i, 1, n) -> i for 0 <= i < n, FloorDiv(i, n) -> 0,
-m*FloorDiv(x, m) + ModularIndexing(x, 1, m) -> x). Dependence comparison (§7.2)
+m*FloorDiv(x, m) + ModularIndexing(x, 1, m) -> x, also inside a modulus where views
+leave the coefficients reduced: ModularIndexing(2*FloorDiv(x, 1024) + ModularIndexing(x,
+1, 1024), 1, 7) -> ModularIndexing(x, 1, 7) as 1024 = 2 mod 7). Dependence comparison (§7.2)
 needs equal accesses to look equal, so every rule here is an exact integer identity
 — never an approximation — and each is applied only when the ranges prove it.
 
@@ -26,17 +28,19 @@ _ONE = sympy.Integer(1)
 _ZERO = sympy.Integer(0)
 
 
-def simplify_index(expr, var_ranges: Mapping | None = None) -> sympy.Expr:
+def simplify_index(expr, var_ranges: Mapping | None = None, subs: Mapping | None = None) -> sympy.Expr:
     """An equal expression with FloorDiv/ModularIndexing folded using the loop ranges.
 
     `var_ranges` maps loop symbols to sizes (0 <= v < size) or ValueRanges;
-    a variable of size 1 becomes 0.
+    a variable of size 1 becomes 0. With `subs`, simplifies expr.xreplace(subs)
+    (ranges then apply to the symbols of the replacements) without building the
+    substituted expression first: sympy construction is most of the cost.
     """
     expr = sympify(expr)
     ranges = var_range_map(var_ranges)
-    if _plain_affine(expr) and not any(r.is_point for r in ranges.values()):
+    if not subs and _plain_affine(expr) and not any(r.is_point for r in ranges.values()):
         return expr  # nothing to fold: the common case, kept cheap
-    return _Simplifier(ranges).simp(expr)
+    return _Simplifier(ranges, subs).simp(expr)
 
 
 def _plain_affine(e) -> bool:
@@ -70,9 +74,11 @@ def _build(terms) -> sympy.Expr:
 class _Simplifier:
     """One simplification run: memoized bottom-up rewriting under fixed ranges."""
 
-    def __init__(self, ranges: dict):
+    def __init__(self, ranges: dict, subs: Mapping | None = None):
         self.bounds = _IndexBounds(ranges)
+        self.subs = dict(subs or {})
         self.memo: dict = {}
+        self.mod_memo: dict = {}
 
     def range(self, e) -> ValueRange:
         return self.bounds.bound(e)
@@ -88,6 +94,8 @@ class _Simplifier:
         if e.is_Integer or e.is_Rational:
             return e
         if e.is_Symbol:
+            if e in self.subs:
+                return self.simp(sympify(self.subs[e]))
             r = self.range(e)
             return sympy.Integer(r.lo) if (r.is_point and r.is_finite) else e
         args = [self.simp(a) for a in e.args]
@@ -157,12 +165,16 @@ class _Simplifier:
     def modular(self, x, d, m):
         if not (_pos_int(d) and _pos_int(m)):
             return ModularIndexing(x, d, m)
-        return self.mod(self.floordiv(x, d), int(m))
+        # floor((x + d*m*K) / d) % m == floor(x / d) % m: x only matters modulo d*m
+        return self.mod(self.floordiv(self.combine_digits_mod(x, int(d) * int(m)), d), int(m))
 
     def mod(self, y, mv: int):
         """y % mv for a positive integer modulus, in canonical ModularIndexing form."""
         if mv == 1:
             return _ZERO
+        if y.is_Integer:
+            return sympy.Integer(int(y) % mv)
+        y = self.combine_digits_mod(y, mv)
         if y.is_Integer:
             return sympy.Integer(int(y) % mv)
         if isinstance(y, ModularIndexing) and _pos_int(y.args[2]) and int(y.args[2]) % mv == 0:
@@ -208,7 +220,14 @@ class _Simplifier:
         return keep[0] if len(keep) == 1 else fn(*keep)
 
     # ---- c*m*D(x, d*m, M) + c*D(x, d, m) == c*D(x, d, m*M), with D(x, d, None) = FloorDiv(x, d)
-    def combine_digits(self, e):
+    def combine_digits(self, e, modulus: int | None = None):
+        """Recombine digits of one base into a wider digit.
+
+        With `modulus`, `e` only matters modulo it, so the outer digit's coefficient
+        need only be congruent to c*m: views reduce coefficients modulo the size they
+        index (1024*FloorDiv(x, 1024) mod 7 is written 2*FloorDiv(x, 1024)), and this
+        lifts them back so that the digits of x recombine into x.
+        """
         if not e.is_Add:
             return e
         while True:
@@ -221,8 +240,14 @@ class _Simplifier:
             hit = None
             for ka, ca, (za, da, ma) in digits:
                 for kb, cb, (zb, db, mb) in digits:
-                    if ka != kb and za == zb and mb is not None and db * mb == da and ca == cb * mb:
-                        hit = (ka, kb, cb, zb, db, None if ma is None else ma * mb)
+                    if (
+                        ka != kb
+                        and mb is not None
+                        and db * mb == da
+                        and _congruent(ca, cb * mb, modulus)
+                        and self.same_base(za, zb, da)
+                    ):
+                        hit = (ka, kb, cb, za, db, None if ma is None else ma * mb)  # za: the exact base
                         break
                 if hit:
                     break
@@ -234,6 +259,30 @@ class _Simplifier:
             e = _build(rest) + c * merged
             if not e.is_Add:
                 return e
+
+    def same_base(self, za, zb, modulus: int) -> bool:
+        """za == zb modulo `modulus`: then D(zb, d, m) == D(za, d, m) whenever d*m == modulus."""
+        return za == zb or self.mod_form(za, modulus) == self.mod_form(zb, modulus)
+
+    def mod_form(self, z, modulus: int):
+        """An expression congruent to `z` modulo `modulus`: coefficients reduced, digits recombined."""
+        key = (z, modulus)
+        r = self.mod_memo.get(key)
+        if r is None:
+            terms = [(c % modulus if c is not None else None, t) for c, t in _terms(z)]
+            r = self.combine_digits_mod(_build([(c, t) for c, t in terms if c != 0]), modulus)
+            self.mod_memo[key] = r
+        return r
+
+    def combine_digits_mod(self, e, modulus: int):
+        """`combine_digits` of a sum that only matters modulo `modulus` (cheap when nothing can merge)."""
+        if not e.is_Add or sum(1 for t in e.args if _digit(t.as_coeff_Mul()[1])) < 2:
+            return e
+        return self.combine_digits(e, modulus)
+
+
+def _congruent(a: int, b: int, modulus: int | None) -> bool:
+    return a == b if modulus is None else (a - b) % modulus == 0
 
 
 def _digit(t):

@@ -3,7 +3,7 @@ from one module per category. A new op is a row in one of these tables."""
 
 from __future__ import annotations
 
-from . import creation, extern, indexing, nn, pointwise, random, reductions, shape, views
+from . import creation, extern, indexing, nn, pointwise, random, reductions, scans, shape, views
 from .registry import Lowering
 
 LOWERINGS: dict = {
@@ -11,6 +11,7 @@ LOWERINGS: dict = {
     **creation.LOWERINGS,
     **views.LOWERINGS,
     **reductions.LOWERINGS,
+    **scans.LOWERINGS,
     **indexing.LOWERINGS,
     **shape.LOWERINGS,
     **nn.LOWERINGS,

@@ -15,13 +15,8 @@ aten = torch.ops.aten
 prims = torch.ops.prims
 
 
-def _cpu(device):
-    if device is not None and torch.device(device).type != "cpu":
-        raise Unsupported(f"factory on device {device}")
-
-
 def _filled(ctx, node, sizes, value, device=None):
-    _cpu(device)
+    ctx.check_device(device)
     want = out_dtype(node)
     b = ctx.builder
     return lazy(tuple(sizes), want, ctx.device, lambda idx: b.const(value, want))
@@ -91,7 +86,7 @@ def fill(ctx, node, x, value):
 
 
 def arange(ctx, node, start, end=None, step=1, *, dtype=None, layout=None, device=None, pin_memory=None):
-    _cpu(device)
+    ctx.check_device(device)
     if end is None:
         start, end = 0, start
     want = out_dtype(node)
@@ -108,7 +103,7 @@ def arange(ctx, node, start, end=None, step=1, *, dtype=None, layout=None, devic
 
 
 def iota(ctx, node, length, *, start, step, dtype, device, requires_grad):
-    _cpu(device)
+    ctx.check_device(device)
     want = to_stax(dtype)
     b = ctx.builder
 

@@ -10,7 +10,7 @@ import torch
 from stax.ir import dtypes as dt
 
 from ..tensor import TensorValue, lazy
-from ..views import Unsupported, expand
+from ..views import Unsupported, expand, slice_
 from .common import KIND, broadcast_all, operand, out_dtype, pointwise, promote
 from .registry import POINTWISE, table
 
@@ -42,6 +42,9 @@ UNARY = {
     aten.acosh: ("acosh", KIND.INT_TO_FLOAT),
     aten.atanh: ("atanh", KIND.INT_TO_FLOAT),
     aten.erf: ("erf", KIND.INT_TO_FLOAT),
+    aten.erfc: ("erfc", KIND.INT_TO_FLOAT),
+    aten.special_erfc: ("erfc", KIND.INT_TO_FLOAT),
+    aten.erfinv: ("erfinv", KIND.INT_TO_FLOAT),
     aten.lgamma: ("lgamma", KIND.INT_TO_FLOAT),
     aten.sigmoid: ("sigmoid", KIND.INT_TO_FLOAT),
     aten.neg: ("neg", KIND.DEFAULT),
@@ -62,6 +65,8 @@ BINARY = {
     aten.maximum: ("maximum", KIND.DEFAULT),
     aten.minimum: ("minimum", KIND.DEFAULT),
     aten.atan2: ("atan2", KIND.INT_TO_FLOAT),
+    aten.logaddexp: ("logaddexp", KIND.INT_TO_FLOAT),
+    aten.hypot: ("hypot", KIND.DEFAULT),
     aten.remainder: ("remainder", KIND.DEFAULT),
     aten.fmod: ("fmod", KIND.DEFAULT),
     aten.floor_divide: ("floordiv", KIND.DEFAULT),
@@ -207,8 +212,7 @@ def clamp_max(ctx, node, x, max):
 
 
 def to_copy(ctx, node, x, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False, memory_format=None):
-    if device is not None and torch.device(device).type != "cpu":
-        raise Unsupported("_to_copy to another device")
+    ctx.check_device(device)
     want = out_dtype(node)
     b = ctx.builder
     return lazy(x.sizes, want, x.device, lambda idx: b.cast(x.load(idx), want))
@@ -223,6 +227,13 @@ def clone(ctx, node, x, memory_format=None):
     return lazy(x.sizes, x.dtype, x.device, x.load)
 
 
+def narrow_copy(ctx, node, x, dim, start, length):
+    """A fresh copy of x.narrow(dim, start, length): a lazy read through the slice."""
+    n = x.sizes[dim % x.ndim]
+    start = start + n if start < 0 else start
+    return clone(ctx, node, slice_(x, dim, start, start + length))
+
+
 def copy(ctx, node, dst, src, non_blocking=False):
     s = expand(src, dst.sizes)
     b = ctx.builder
@@ -232,15 +243,11 @@ def copy(ctx, node, dst, src, non_blocking=False):
 def isfinite(ctx, node, x):
     if not x.dtype.is_floating:
         return pointwise(ctx, node, [x], lambda b, v: b.const(True, dt.bool_), KIND.ALWAYS_BOOL)
-
-    def compute(b, v):
-        return b.op("logical_not", b.op("logical_or", b.op("isnan", v), b.op("isinf", v)))
-
-    return pointwise(ctx, node, [x], compute, KIND.ALWAYS_BOOL)
+    return pointwise(ctx, node, [x], lambda b, v: b.op("isfinite", v), KIND.ALWAYS_BOOL)
 
 
 def frac(ctx, node, x):
-    return pointwise(ctx, node, [x], lambda b, v: b.op("sub", v, b.op("trunc", v)))
+    return pointwise(ctx, node, [x], lambda b, v: b.op("frac", v))
 
 
 def nan_to_num(ctx, node, x, nan=None, posinf=None, neginf=None):
@@ -277,25 +284,15 @@ def addcdiv(ctx, node, x, t1, t2, value=1):
     return pointwise(ctx, node, [x, t1, t2], lambda b, a, u, v: b.op("add", a, _scaled(b, b.op("truediv", u, v), value)))
 
 
-def _negative(b, v):
-    """v < 0, counting -0.0 as negative (its reciprocal is -inf), as signbit does."""
-    zero = b.const(0, v.dtype)
-    if not v.dtype.is_floating:
-        return b.op("lt", v, zero)
-    neg_zero = b.op("logical_and", b.op("eq", v, zero), b.op("lt", b.op("reciprocal", v), zero))
-    return b.op("logical_or", b.op("lt", v, zero), neg_zero)
-
-
 def signbit(ctx, node, x):
-    return pointwise(ctx, node, [x], _negative, KIND.ALWAYS_BOOL)
+    """True for negative values, -0.0 and negative NaN (std::signbit)."""
+    if not x.dtype.is_floating:
+        return pointwise(ctx, node, [x], lambda b, v: b.op("lt", v, b.const(0, v.dtype)), KIND.ALWAYS_BOOL)
+    return pointwise(ctx, node, [x], lambda b, v: b.op("signbit", v), KIND.ALWAYS_BOOL)
 
 
 def copysign(ctx, node, x, y):
-    def compute(b, u, v):
-        a = b.op("abs", u)
-        return b.op("where", _negative(b, v), b.op("neg", a), a)
-
-    return pointwise(ctx, node, [x, y], compute, KIND.INT_TO_FLOAT)
+    return pointwise(ctx, node, [x, y], lambda b, u, v: b.op("copysign", u, v), KIND.INT_TO_FLOAT)
 
 
 def _nan_ignoring(name):
@@ -303,21 +300,43 @@ def _nan_ignoring(name):
 
     def compute(b, u, v):
         if not u.dtype.is_floating:
-            return b.op(name, u, v)
-        return b.op("where", b.op("isnan", u), v, b.op("where", b.op("isnan", v), u, b.op(name, u, v)))
+            return b.op({"fmax": "maximum", "fmin": "minimum"}[name], u, v)
+        return b.op(name, u, v)
 
     return lambda ctx, node, x, y: pointwise(ctx, node, [x, y], compute)
 
 
-def hypot(ctx, node, x, y):
-    """sqrt(x*x + y*y) evaluated in float64 (no overflow for float32 inputs), rounded once."""
+def nextafter(ctx, node, x, y):
+    """The next representable value after x towards y: float32 / float64 only (half
+    types step in their own format, which the IR op does not)."""
+    _, res = promote([x, y])
+    if res not in (dt.float32, dt.float64):
+        raise Unsupported(f"nextafter on {res}")
+    return pointwise(ctx, node, [x, y], lambda b, u, v: b.op("nextafter", u, v))
 
-    def compute(b, u, v):
-        wide = dt.float64
-        uu, vv = b.cast(u, wide), b.cast(v, wide)
-        return b.cast(b.op("sqrt", b.op("add", b.op("mul", uu, uu), b.op("mul", vv, vv))), u.dtype)
 
-    return pointwise(ctx, node, [x, y], compute)
+def _shift(name):
+    """<< and >> on integers: shifts < 0 or >= the bit width give 0 (or the sign fill), as eager."""
+
+    def low(ctx, node, x, y):
+        comp, _ = promote([x, y])
+        if not comp.is_integer:
+            raise Unsupported(f"{name} on {comp}")
+        return pointwise(ctx, node, [x, y], lambda b, u, v: b.op(name, u, v))
+
+    return low
+
+
+def angle(ctx, node, x):
+    """angle of a real number: pi for negatives, 0 otherwise, NaN stays NaN (eager's rule)."""
+
+    def compute(b, v):
+        if not v.dtype.is_floating:
+            raise Unsupported("angle of integers")
+        pi = b.op("where", b.op("lt", v, b.const(0, v.dtype)), b.const(3.141592653589793, v.dtype), b.const(0, v.dtype))
+        return b.op("where", b.op("isnan", v), v, pi)
+
+    return pointwise(ctx, node, [x], compute, KIND.INT_TO_FLOAT)
 
 
 LOWERINGS = {
@@ -342,6 +361,7 @@ LOWERINGS = {
         aten._to_copy: to_copy,
         prims.convert_element_type: convert_element_type,
         aten.clone: clone,
+        aten.narrow_copy: narrow_copy,
         aten.lift_fresh_copy: clone,
         aten.copy: copy,
         aten.frac: frac,
@@ -351,9 +371,14 @@ LOWERINGS = {
         aten.addcdiv: addcdiv,
         aten.signbit: signbit,
         aten.copysign: copysign,
-        aten.fmax: _nan_ignoring("maximum"),
-        aten.fmin: _nan_ignoring("minimum"),
-        aten.hypot: hypot,
+        aten.fmax: _nan_ignoring("fmax"),
+        aten.fmin: _nan_ignoring("fmin"),
+        aten.nextafter: nextafter,
+        aten.bitwise_left_shift: _shift("bitwise_left_shift"),
+        aten.bitwise_right_shift: _shift("bitwise_right_shift"),
+        aten.__lshift__: _shift("bitwise_left_shift"),
+        aten.__rshift__: _shift("bitwise_right_shift"),
+        aten.angle: angle,
     }),
 }
 

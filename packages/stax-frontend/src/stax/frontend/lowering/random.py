@@ -1,6 +1,7 @@
-"""In-kernel random numbers for dropout: a counter-based hash (splitmix64) of
-(per-call seed, per-node stream, element index), written with the op table's
-integer ops, so the same expression runs in every backend and the interpreter.
+"""In-kernel random numbers for dropout: stax.ir's counter-based `rand` op (Philox4x32-10,
+bit-identical to Triton's tl.rand) keyed by the per-call seed, with the counter
+(per-node stream, element index), so every backend and the interpreter draw the same
+bits whatever the fusion or tiling.
 
 The seed is a graph input the wrapper draws from torch's default generator on
 every call (torch.manual_seed makes runs reproducible). The distribution equals
@@ -21,14 +22,7 @@ from .registry import POINTWISE, table
 
 aten = torch.ops.aten
 
-_M1 = 0xBF58476D1CE4E5B9 - (1 << 64)  # splitmix64 multipliers as signed int64 (wrapping)
-_M2 = 0x94D049BB133111EB - (1 << 64)
-_GOLDEN = 0x9E3779B97F4A7C15 - (1 << 64)
-
-
-def _shr(b, z, k: int):
-    """z >>> k (logical, as splitmix64 needs): floor division by 2**k, then the sign bits masked off."""
-    return b.op("bitwise_and", b.op("floordiv", z, b.const(1 << k, dt.int64)), b.const((1 << (64 - k)) - 1, dt.int64))
+_STREAM_SHIFT = 40  # counter = stream << 40 | element index: streams never overlap below 2**40 elements
 
 
 def native_dropout(ctx, node, x, p, train):
@@ -58,16 +52,10 @@ def native_dropout(ctx, node, x, p, train):
 
 
 def _uniform(ctx, flat_index, stream: int):
-    """A float32 in [0, 1) per element: 24 random bits of splitmix64(seed, stream, index)."""
+    """A float32 in [0, 1) per element: Philox(seed; counter = stream, element index)."""
     b = ctx.builder
-    seed = ctx.seed_value()
-    z = b.op("add", seed, b.op("mul", b.op("add", b.index_value(flat_index), b.const(stream << 40, dt.int64)),
-                                b.const(_GOLDEN, dt.int64)))
-    z = b.op("mul", b.op("bitwise_xor", z, _shr(b, z, 30)), b.const(_M1, dt.int64))
-    z = b.op("mul", b.op("bitwise_xor", z, _shr(b, z, 27)), b.const(_M2, dt.int64))
-    z = b.op("bitwise_xor", z, _shr(b, z, 31))
-    bits = _shr(b, z, 40)  # the top 24 bits
-    return b.op("mul", b.cast(bits, dt.float32), b.const(2.0 ** -24, dt.float32))
+    counter = b.index_value(flat_index + (stream << _STREAM_SHIFT))
+    return b.op("rand", ctx.seed_value(), counter)
 
 
 def native_dropout_backward(ctx, node, grad, mask, scale):

@@ -128,11 +128,13 @@ def _logical(rtype):
 
 
 def var(ctx, node, x, dims=None, correction=None, keepdim=False, unbiased=None):
-    """Two passes: the mean, then the sum of squared deviations (welford: TODO)."""
-    return _var_mean(ctx, node, x, dims, correction, keepdim, unbiased)[0]
+    return _var_mean(ctx, node, x, dims, correction, keepdim, unbiased, with_mean=False)[0]
 
 
-def _var_mean(ctx, node, x, dims, correction, keepdim, unbiased=None):
+def _var_mean(ctx, node, x, dims, correction, keepdim, unbiased=None, with_mean=True):
+    """One Welford reduction: its m2 output (and its mean output when wanted) — the
+    codegens keep a single (mean, m2, count) accumulator for both buffers.
+    var = m2 / max(n - correction, 0), as eager (n - correction <= 0 gives inf / NaN)."""
     if not x.dtype.is_floating:
         raise Unsupported("var of a non-floating type")
     if isinstance(dims, bool):  # var.default(self, unbiased)
@@ -147,21 +149,12 @@ def _var_mean(ctx, node, x, dims, correction, keepdim, unbiased=None):
     n = 1
     for d in dl:
         n *= x.sizes[d]
-    total = reduce(ctx, x, dl, True, "sum", acc)
-    mean_keep = _finish(ctx, total, acc, lambda b, v: b.op("truediv", v, b.const(n, acc)))
-    from ..views import expand
-
-    m = expand(mean_keep, x.sizes)
-
-    def sq(b, v, idx):
-        d = b.op("sub", b.cast(v, acc), m.load(idx))
-        return b.op("mul", d, d)
-
-    ss = reduce(ctx, x, dl, keepdim, "sum", acc, sq)
     denom = max(n - correction, 0)
-    var_v = _finish(ctx, ss, want, lambda b, v: b.op("truediv", v, b.const(denom, acc)))
-    mean_v = mean_keep if keepdim else reshape(mean_keep, var_v.sizes)
-    return var_v, _finish(ctx, mean_v, want)
+    m2 = reduce(ctx, x, dl, keepdim, "welford_m2", acc)
+    var_v = _finish(ctx, m2, want, lambda b, v: b.op("truediv", v, b.const(denom, acc)))
+    if not with_mean:
+        return var_v, None
+    return var_v, _finish(ctx, reduce(ctx, x, dl, keepdim, "welford_mean", acc), want)
 
 
 def var_mean(ctx, node, x, dims=None, correction=None, keepdim=False, unbiased=None):
@@ -169,7 +162,7 @@ def var_mean(ctx, node, x, dims=None, correction=None, keepdim=False, unbiased=N
 
 
 def std(ctx, node, x, dims=None, correction=None, keepdim=False, unbiased=None):
-    v = _var_mean(ctx, node, x, dims, correction, keepdim, unbiased)[0]
+    v = _var_mean(ctx, node, x, dims, correction, keepdim, unbiased, with_mean=False)[0]
     b = ctx.builder
     return lazy(v.sizes, v.dtype, v.device, lambda idx: b.cast(b.op("sqrt", b.cast(v.load(idx), dt.compute_dtype(v.dtype))), v.dtype))
 
@@ -180,33 +173,6 @@ def std_mean(ctx, node, x, dims=None, correction=None, keepdim=False, unbiased=N
     acc = dt.compute_dtype(v.dtype)
     s = lazy(v.sizes, v.dtype, v.device, lambda idx: b.cast(b.op("sqrt", b.cast(v.load(idx), acc)), v.dtype))
     return s, m
-
-
-def _scan(rtype):
-    """cumsum / cumprod in dense form: out[.., i, ..] reduces x[.., r, ..] over r <= i.
-
-    Quadratic in the scanned length, so only while numel * length <= config.dense_limit
-    (a Scan node in the IR will replace this)."""
-
-    def low(ctx, node, x, dim, dtype=None):
-        want = out_dtype(node)
-        if x.ndim == 0:
-            return lazy((), want, x.device, lambda idx: ctx.builder.cast(x.load(idx), want))
-        dim %= x.ndim
-        n = x.sizes[dim]
-        if x.numel() * n > ctx.cfg.dense_limit:
-            raise Unsupported(f"{rtype} scan too long for the dense form")
-        acc = _acc_dtype(want) if want.is_floating else want
-        b = ctx.builder
-        ivars = pointwise_vars(x.ndim)
-        (r,) = reduction_vars(1)
-        src = tuple(r if k == dim else v for k, v in enumerate(ivars))
-        ident = b.const(0 if rtype == "sum" else 1, acc)
-        inside = b.op("le", b.index_value(r), b.index_value(ivars[dim]))
-        value = b.op("where", inside, b.cast(x.load(src), acc), ident)
-        return _finish(ctx, ctx.reduction_buffer(x.sizes, (n,), rtype, value), want)
-
-    return low
 
 
 def logsumexp(ctx, node, x, dims, keepdim=False):
@@ -251,8 +217,6 @@ LOWERINGS = table(REDUCTION, {
     aten.std: std,
     aten.std_mean: std_mean,
     aten.logsumexp: logsumexp,
-    aten.cumsum: _scan("sum"),
-    aten.cumprod: _scan("prod"),
 })
 LOWERINGS.update(table(REDUCTION, {
     aten.max.dim: _minmax_dim("max", "argmax"),

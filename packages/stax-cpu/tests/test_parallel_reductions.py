@@ -1,0 +1,127 @@
+"""Reductions in the forms added for speed, against the interpreter: full reductions split over
+threads (per-thread partials combined in thread order), long rows with unrolled independent
+vector accumulators, vector arg/any/all/Welford accumulators (horizontal and vertical).
+
+Ties and NaNs are placed where a wrong combine would show: the same value in two threads'
+ranges, in the same lane of two unrolled accumulators, in the ragged tail.
+"""
+
+import numpy as np
+import pytest
+from cpu_harness import assert_close, contiguous, run_both, single_kernel
+from stax import ir
+from stax.cpu import CpuConfig
+from stax.ir import REDUCTIONS
+from stax.ir import dtypes as dt
+from stax.sched import Kernel, MemoryEvent, MemoryPlan, Schedule
+from test_reductions import TOL, reduction_node
+
+FULL = 4099  # odd: two threads get [0, 2112) and [2112, 4099) (ranges aligned to the vector step)
+ROWS = (5, 1031)  # 64 blocks of 16 lanes, unrolled by 4, then a ragged tail of 7
+COLS = (300, 37)  # reduced over dim 0: the vertical form (W outputs per vector), tail of 5
+
+
+def _types(d: dt.DType) -> list[str]:
+    if d.is_bool:  # the others over bool run in the scalar form (test_reductions covers them)
+        return ["any", "all"]
+    return [r for r in REDUCTIONS if d.is_floating or not r.startswith("welford")]
+
+
+def _near_one(rng, shape) -> np.ndarray:
+    """Values around 1: sums do not cancel and products of thousands stay in range, so the
+    float tolerances (relative to the result) measure the kernel, not the data's conditioning."""
+    return 1 + 0.01 * rng.standard_normal(shape)
+
+
+def _full_values(d: dt.DType, nan: bool) -> np.ndarray:
+    rng = np.random.default_rng(3)
+    if d.is_bool:
+        v = np.ones(FULL, bool)
+        v[3000] = False  # all: one False in the second thread's range
+        return v
+    v = rng.integers(-3, 4, FULL) if d.is_integer else _near_one(rng, FULL)
+    v[[100, 3000]] = 5  # argmax tie across the threads: the first index wins
+    v[[2500, 2113, 4000]] = -5  # argmin tie inside the second thread (2113: its first element)
+    if nan:
+        v[[3500, 3001]] = np.nan  # first NaN at 3001 (second thread)
+    return v.astype(d.np) if not d.is_floating else v
+
+
+def _row_values(d: dt.DType) -> np.ndarray:
+    rng = np.random.default_rng(4)
+    v = rng.integers(-3, 4, ROWS) if d.is_integer else _near_one(rng, ROWS)
+    if d.is_bool:
+        v = np.zeros(ROWS, bool)
+        v[1, 1030] = True  # any: only the tail
+        v[2] = True
+        v[3] = True
+        v[3, 68] = False  # all: one False in an unrolled copy
+        return v
+    v[1, [20, 68]] = 5  # lane 4 of unrolled copies 1 and 0: the merge must keep 20
+    v[1, [84, 36]] = -5  # lane 4 of copies 1 and 2: argmin keeps 36
+    v[4] = 1  # all equal: index 0
+    if d.is_floating:
+        v[2, [900, 700]] = np.nan  # first NaN at 700
+        v[3, 1030] = np.nan  # a NaN in the tail only
+    return v
+
+
+def _graph(d: dt.DType, shape, axes) -> ir.Graph:
+    x = contiguous("x", shape, d)
+    nodes = [reduction_node(f"{r}_{k}", x, r, a, keepdim=False) for r in _types(d) for k, a in enumerate(axes)]
+    return ir.Graph([x], nodes, [n.name for n in nodes])
+
+
+def _per_node(g: ir.Graph) -> Schedule:
+    """One kernel per node: each reduction alone in its loops (so it gets unrolled accumulators)."""
+    kernels = tuple(Kernel(f"kernel{k}", "reduction", (n.name,), ((), ()), "SchedulerNode") for k, n in enumerate(g.nodes))
+    return Schedule(g, kernels, MemoryPlan(tuple(MemoryEvent(k, "alloc", n.name) for k, n in enumerate(g.nodes))))
+
+
+def _check(g: ir.Graph, values: np.ndarray, cfg, fused: bool = True) -> str:
+    sched = single_kernel(g, "fused") if fused else _per_node(g)
+    ours, ref, mod = run_both(g, {"x": values}, cfg, sched=sched)
+    for node, o, r in zip(g.nodes, ours, ref):
+        od, rtype = node.layout.dtype, node.body.reduction_type
+        if od.is_floating and (rtype in ("sum", "prod") or rtype.startswith("welford")):
+            rtol, atol = TOL[od]
+            if rtype == "prod":  # products of thousands of values: overflow/underflow agree, the rest is rounding
+                rtol = max(rtol, 1e-4)
+            assert_close(o, r, od, rtol=rtol, atol=atol, what=node.name)
+        else:
+            assert_close(o, r, od, what=node.name)
+    return mod.source
+
+
+@pytest.mark.parametrize("d", [dt.float32, dt.float64, dt.float16, dt.int32, dt.int64, dt.bool_], ids=str)
+def test_reductions_in_every_fast_form(d, level_cfg):
+    vector = level_cfg.isa != "none"
+    full = _graph(d, (FULL,), [(0,)])
+    src = _check(full, _full_values(d, nan=False), level_cfg)
+    assert "omp_get_thread_num()" in src  # split over the threads
+    if d.is_floating:
+        _check(full, _full_values(d, nan=True), level_cfg)
+    src = _check(_graph(d, ROWS, [(1,)]), _row_values(d), level_cfg, fused=False)
+    if vector:  # four independent accumulators per row, in every kernel (64-bit arg reductions: scalar)
+        vectorized = [r for r in _types(d) if not (r.startswith("arg") and d.itemsize == 8)]
+        assert src.count("const int64_t x1 = x1_u + ") == 4 * len(vectorized)
+    cols = np.ascontiguousarray(_row_values(d)[:, :37].repeat(60, 0)[:300])
+    src = _check(_graph(d, COLS, [(0,)]), cols, level_cfg, fused=False)
+    if vector:
+        # W columns per vector: any/all stored as bool lanes, arg indices as int64 lanes
+        expect = {dt.bool_: "stax::vec::store_bool", dt.int32: "argmax_update", dt.int64: "stax::vec::vint64 tmp_acc"}
+        assert expect.get(d, "VWelford") in src
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_full_reduction_thread_counts(threads, cache_dir):
+    """One thread: no split; three threads (more than cores): three partials, same results."""
+    cfg = CpuConfig(cache_dir=str(cache_dir), num_threads=threads)
+    src = _check(_graph(dt.float32, (FULL,), [(0,)]), _full_values(dt.float32, nan=True), cfg)
+    assert ("omp_get_thread_num()" in src) == (threads > 1)
+    x = contiguous("x", (3, 1000))  # several reduced dims: loop 0 (of 3) is split
+    g = ir.Graph([x], [reduction_node("s", x, "argmax", (0, 1), False), reduction_node("m", x, "max", (0, 1), False)],
+                 ["s", "m"])
+    v = np.random.default_rng(5).standard_normal((3, 1000))
+    v[[0, 2], [5, 7]] = 4.0
+    _check(g, v, cfg)

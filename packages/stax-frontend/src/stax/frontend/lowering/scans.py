@@ -1,0 +1,78 @@
+"""Scans: cumsum / cumprod / cummax / cummin (values and indices) / logcumsumexp as
+`Scan` buffers (stax.ir: an inclusive prefix combine along one loop dimension, linear
+time), the input inlined into the scan body.
+
+Like eager, cumsum / cumprod of integers and bools accumulate in int64 (or the `dtype`
+argument), half types in float32 with each prefix rounded to the result type.
+"""
+
+from __future__ import annotations
+
+import torch
+from stax.ir import dtypes as dt
+from stax.ir.index import pointwise_vars
+
+from ..tensor import TensorValue, lazy
+from ..views import Unsupported
+from .common import out_dtype
+from .reductions import _acc_dtype, _finish
+from .registry import REDUCTION, table
+
+aten = torch.ops.aten
+
+
+def scan(ctx, x: TensorValue, dim: int, scan_type: str, acc: dt.DType):
+    """Scan buffer of x (cast to `acc`) along `dim`."""
+    ivars = pointwise_vars(x.ndim)
+    value = ctx.builder.cast(x.load(ivars), acc)
+    return ctx.scan_buffer(x.sizes, dim % x.ndim, scan_type, value)
+
+
+def _scalar(ctx, x, want):
+    """A 0-dim scan is its input (cast)."""
+    return lazy((), want, x.device, lambda idx: ctx.builder.cast(x.load(idx), want))
+
+
+def _cumulative(scan_type):
+    """cumsum / cumprod (dtype=... included)."""
+
+    def low(ctx, node, x, dim, dtype=None):
+        want = out_dtype(node)
+        if x.ndim == 0:
+            return _scalar(ctx, x, want)
+        acc = _acc_dtype(want) if want.is_floating else want
+        return _finish(ctx, scan(ctx, x, dim, scan_type, acc), want)
+
+    return low
+
+
+def _running_extreme(scan_type):
+    """cummax / cummin -> (values, indices): two scans over the same value."""
+
+    def low(ctx, node, x, dim):
+        if x.dtype.is_bool:
+            raise Unsupported(f"{scan_type} of bool")
+        if x.ndim == 0:
+            b = ctx.builder
+            return _scalar(ctx, x, x.dtype), lazy((), dt.int64, x.device, lambda idx: b.const(0, dt.int64))
+        return scan(ctx, x, dim, scan_type, x.dtype), scan(ctx, x, dim, scan_type + "_index", x.dtype)
+
+    return low
+
+
+def logcumsumexp(ctx, node, x, dim):
+    want = out_dtype(node)
+    if not want.is_floating:
+        raise Unsupported("logcumsumexp of integers")
+    if x.ndim == 0:
+        return _scalar(ctx, x, want)
+    return _finish(ctx, scan(ctx, x, dim, "logcumsumexp", dt.compute_dtype(want)), want)
+
+
+LOWERINGS = table(REDUCTION, {
+    aten.cumsum: _cumulative("cumsum"),
+    aten.cumprod: _cumulative("cumprod"),
+    aten.cummax: _running_extreme("cummax"),
+    aten.cummin: _running_extreme("cummin"),
+    aten.logcumsumexp: logcumsumexp,
+})

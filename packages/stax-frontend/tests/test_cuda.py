@@ -1,0 +1,127 @@
+"""The op-suite subset and the model suite on a real GPU (skipped without one): cuda
+graphs are routed to stax.gpu (Triton), compared with eager on cuda with the tolerances
+of the CPU suites, and every compiled graph must have gone through stax.gpu.
+
+STAX_TEST_EMULATE_CUDA=1 runs the same tests on CPU tensors through Triton's
+interpreter (config.device_override='gpu'): slow (minutes), so not part of the
+default run; it checks the GPU route without a GPU.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+
+import pytest
+import torch
+from conftest import assert_same, run_stax, tol
+from stax.frontend import config, metrics
+from test_model_suite import MODELS, TOL, _data, _loss
+from test_op_suite import CASES, _make, _run
+
+EMULATE = os.environ.get("STAX_TEST_EMULATE_CUDA") == "1" and os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+pytestmark = pytest.mark.skipif(DEVICE != "cuda" and not EMULATE, reason="needs a cuda GPU")
+
+
+@pytest.fixture(autouse=True)
+def _gpu_route():
+    with config.patch(device_override="gpu" if DEVICE == "cpu" else None):
+        yield
+
+SUBSET = [
+    "gelu", "silu", "softmax", "log_softmax", "layer_norm", "group_norm", "var_std", "logsumexp",
+    "norm", "cumsum", "cumprod", "cummax_cummin", "logcumsumexp", "var_mean", "erfinv_erfc", "argmax_any", "cat", "pad", "flip", "roll", "gather", "index_select",
+    "embedding", "index_tensor", "scatter_add", "index_put_acc", "where_clamp", "mse", "cross_entropy",
+    "max_pool2d", "avg_pool2d",
+]
+# stax.sched's GpuPolicy fuses group_norm's pointwise nodes over (4, 6, 8) with its
+# (n=8, r=24) reductions by splitting the 6-dim (splittable()), which stax.gpu's planner
+# (plan._dims: prefix splits only) rejects. Strict: remove the mark once they agree.
+KNOWN = {"group_norm": "GpuPolicy.splittable splits a dim that stax.gpu plan._dims cannot"}
+CUDA_CASES = [
+    pytest.param(c, id=c[0], marks=[pytest.mark.xfail(reason=KNOWN[c[0]], strict=True)] if c[0] in KNOWN else [])
+    for c in CASES if c[0] in SUBSET
+]
+
+
+def _all_on_gpu(m):
+    assert m.graphs_failed == 0 and m.graphs_no_backend == 0
+    assert m.graphs_compiled >= 1 and m.graphs_gpu == m.graphs_compiled, m
+
+
+@pytest.mark.parametrize("case", CUDA_CASES)
+def test_op_on_cuda(case):
+    name, fn, specs, dtypes = case
+    for dtype in dtypes:
+        torch._dynamo.reset()
+        metrics.reset()
+        inputs = [_make(s, dtype, False, k).to(DEVICE) for k, s in enumerate(specs)]
+        grad = dtype == torch.float32
+        ref_in, expected = _run(fn, [t.clone() for t in inputs], grad)
+        got_in, actual = _run(lambda *a: run_stax(fn, *a), inputs, grad)
+        assert_same(actual, expected)
+        if grad:
+            outs = expected if isinstance(expected, tuple) else (expected,)
+            got = actual if isinstance(actual, tuple) else (actual,)
+            diff = [(o, a) for o, a in zip(outs, got) if o.requires_grad]
+            if diff:
+                ws = [torch.randn(o.shape, generator=torch.Generator().manual_seed(9)).to(DEVICE) for o, _ in diff]
+                sum((o * w).sum() for (o, _), w in zip(diff, ws)).backward()
+                sum((a * w).sum() for (_, a), w in zip(diff, ws)).backward()
+                r, a = tol(torch.float32)
+                for ti, tg in zip(ref_in, got_in):
+                    if ti.requires_grad:
+                        assert_same(tg.grad, ti.grad, rtol=r, atol=a, check_stride=False)
+        m = metrics.snapshot()
+        _all_on_gpu(m)
+        assert m.fallback_calls == 0, f"{name} ({dtype}): fallback ops {dict(m.fallback_ops)}"
+
+
+def _cuda_data(name):
+    model, x, target = _data(name)
+    return model.to(DEVICE), x.to(DEVICE), target.to(DEVICE)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_model_inference_cuda(name):
+    torch.manual_seed(0)
+    model, x, _ = _cuda_data(name)
+    model.eval()
+    with torch.no_grad():
+        expected = model(x)
+        actual = torch.compile(model, backend="stax", dynamic=False)(x)
+    assert_same(actual, expected, **TOL)
+    m = metrics.snapshot()
+    _all_on_gpu(m)
+    assert m.fallback_calls == 0, dict(m.fallback_ops)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_model_training_step_cuda(name):
+    """A whole training step compiled (backward inside the compiled frame), twice."""
+    torch.manual_seed(0)
+    model, x, target = _cuda_data(name)
+    ref = copy.deepcopy(model)
+    model.train()
+    ref.train()
+
+    def step(mod, inp):
+        for p in mod.parameters():
+            p.grad = None
+        loss = _loss(name, mod(inp), target)
+        loss.backward()
+        return loss
+
+    compiled = torch.compile(step, backend="stax", dynamic=False)
+    for _ in range(2):
+        loss, loss_ref = compiled(model, x), step(ref, x)
+        assert_same(loss, loss_ref, **TOL)
+        for (pname, p), (_, q) in zip(model.named_parameters(), ref.named_parameters()):
+            assert p.grad is not None, pname
+            assert_same(p.grad, q.grad, check_stride=False, **TOL)
+        for (_, b), (_, c) in zip(model.named_buffers(), ref.named_buffers()):
+            assert_same(b, c, **TOL)
+    m = metrics.snapshot()
+    _all_on_gpu(m)
+    assert m.graphs_compiled == 2 and m.fallback_calls == 0, (m.graphs_compiled, dict(m.fallback_ops))
