@@ -17,6 +17,7 @@ from stax.ir import Constant, ExternKernel, Graph, IndexValue, Load, Op, Reducti
 from stax.ir import dtypes as dt
 from stax.ir.index import as_int, pointwise_vars, reduction_vars
 from stax.ir.index_printer import evaluate
+from stax.ir.interpreter import index_grid
 from stax.ir.ops import reduction_def
 
 
@@ -32,16 +33,6 @@ class Arith:
     def store(self, planes: tuple, computed: dt.DType, storage: dt.DType) -> tuple: ...
     def extern(self, node: ExternKernel, args: list) -> tuple: ...
     def exact_ints(self, planes: tuple, what: str) -> np.ndarray: ...  # masks, gather indices
-
-
-def _grid(sizes, vars_) -> dict:
-    n = len(sizes)
-    env = {}
-    for k, (v, s) in enumerate(zip(vars_, sizes)):
-        shape = [1] * n
-        shape[k] = s
-        env[v] = np.arange(s, dtype=np.int64).reshape(shape)
-    return env
 
 
 def _load(n: Load, env: dict, memo: dict, buffers: dict, shape, arith: Arith) -> tuple:
@@ -95,7 +86,7 @@ def run_node(node, buffers: dict, arith: Arith) -> tuple:
         rsizes = [as_int(s) for s in body.reduction_ranges]
         shape = tuple(sizes + rsizes)
         vals = eval_value(
-            body.value, _grid(sizes + rsizes, list(pvars) + list(reduction_vars(len(rsizes)))), buffers, shape, arith
+            body.value, index_grid(list(pvars) + list(reduction_vars(len(rsizes))), sizes + rsizes), buffers, shape, arith
         )
         if _numel(rsizes) == 0:
             rdef = reduction_def(body.reduction_type)
@@ -106,12 +97,12 @@ def run_node(node, buffers: dict, arith: Arith) -> tuple:
         computed = body.dtype
     elif isinstance(body, Scan):
         shape = tuple(sizes)
-        vals = eval_value(body.value, _grid(sizes, pvars), buffers, shape, arith)
+        vals = eval_value(body.value, index_grid(pvars, sizes), buffers, shape, arith)
         result = arith.scan(body, tuple(np.ascontiguousarray(p) for p in vals)) if _numel(sizes) else vals
         computed = body.dtype
     else:
         shape = tuple(sizes)
-        result = eval_value(body.value, _grid(sizes, pvars), buffers, shape, arith)
+        result = eval_value(body.value, index_grid(pvars, sizes), buffers, shape, arith)
         computed = body.value.dtype
     stored = arith.store(tuple(np.reshape(p, tuple(sizes)) for p in result), computed, node.layout.dtype)
     return _lay_out(stored, node.layout)
