@@ -1,6 +1,7 @@
 """Accuracy of the SIMD float32 math (vec_math.py) in ulps against float64 numpy, over
 dense sweeps and special values. The bounds are this implementation's measured
-worst cases rounded up; libm (the scalar form) is within 1 ulp."""
+worst cases rounded up; libm (the scalar form) is within 1 ulp. Every ISA level: AVX-512 scales
+by 2^n with vscalefps, AVX2 with two exponent factors."""
 
 import math
 
@@ -8,7 +9,6 @@ import numpy as np
 import pytest
 from cpu_harness import contiguous, pointwise, run_both, single_kernel
 from stax import ir
-from stax.cpu import CpuConfig
 from stax.ir import dtypes as dt
 
 F32 = dt.float32
@@ -30,6 +30,11 @@ CASES = {
 }
 
 
+# glibc's float functions where they are looser than ours (glibc manual: tanhf 2 ulp; measured
+# here against the float64 value with the float32 result's spacing: 2.07)
+LIBM_ULP = {"tanh": 3}
+
+
 def _ulp_error(got: np.ndarray, exact: np.ndarray) -> float:
     with np.errstate(over="ignore"):
         ref32 = exact.astype(np.float32)
@@ -42,15 +47,17 @@ def _ulp_error(got: np.ndarray, exact: np.ndarray) -> float:
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_simd_math_ulp_error(name, cache_dir):
+def test_simd_math_ulp_error(name, level_cfg):
     x, ref_fn, bound = CASES[name]
     n = len(x)
     inp = contiguous("x", (n,))
     g = ir.Graph([inp], [pointwise("y", (n,), ir.op(name, ir.load("x", ir.pointwise_vars(1)[0], F32)))], ["y"])
-    cfg = CpuConfig(cache_dir=str(cache_dir))
-    ours, _, mod = run_both(g, {"x": x}, cfg, sched=single_kernel(g, "pointwise"))
-    if "stax::vec::" + name not in mod.source:
-        pytest.skip("no vector ISA on this machine")
+    ours, _, mod = run_both(g, {"x": x}, level_cfg, sched=single_kernel(g, "pointwise"))
+    if level_cfg.isa == "none":  # libm through the scalar helpers: its own bounds
+        assert "stax::vec::" + name not in mod.source
+        bound = LIBM_ULP.get(name, bound)
+    else:
+        assert "stax::vec::" + name + "(" in mod.source
     with np.errstate(all="ignore"):
         exact = ref_fn(x.astype(np.float64))
     err = _ulp_error(ours[0], exact)

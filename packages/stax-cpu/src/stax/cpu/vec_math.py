@@ -21,13 +21,23 @@ static inline vfloat fmadd(vfloat a, vfloat b, vfloat c) {  // one rounding: vfm
 static inline vfloat copysign_v(vfloat mag, vfloat sgn) {
     return (vfloat)(((vint32)mag & STAX_VI(0x7fffffff)) | ((vint32)sgn & STAX_VI(0x80000000u)));
 }
+// 2^n * y for integral n in [-150, 128] (subnormal and overflowing results exact): one vscalefps on
+// AVX-512; elsewhere two exponent factors, so 2^n itself never leaves the float range
+static inline vfloat scale2(vfloat y, vfloat n) {
+#if defined(__AVX512F__)
+    if (sizeof(vfloat) == 64) return __builtin_ia32_scalefps512_mask(y, n, y, (unsigned short)-1, 4);
+#endif
+    vint32 ni = __builtin_convertvector(n, vint32);
+    vint32 n1 = ni >> 1, n2 = ni - n1;
+    return y * (vfloat)((n1 + 127) << 23) * (vfloat)((n2 + 127) << 23);
+}
 static inline vfloat exp(vfloat x) {
-    vfloat xc = x > STAX_VF(88.72283935546875f) ? STAX_VF(88.72283935546875f) : x;
-    xc = xc < STAX_VF(-103.972084f) ? STAX_VF(-103.972084f) : xc;
-    xc = (x != x) ? STAX_VF(0) : xc;
-    vfloat n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
-    vfloat r = xc - n * 0.693359375f;
-    r = r - n * -2.12194440e-4f;
+    // NaN passes the clamps (comparisons with NaN are false) and every step after them
+    vfloat xc = x < STAX_VF(-103.972084f) ? STAX_VF(-103.972084f) : x;
+    xc = xc > STAX_VF(88.72283935546875f) ? STAX_VF(88.72283935546875f) : xc;
+    vfloat n = fmadd(xc, STAX_VF(1.44269504088896341f), STAX_VF(12582912.0f)) - 12582912.0f;  // nearest
+    vfloat r = fmadd(n, STAX_VF(-0.693359375f), xc);  // Cody-Waite: n * 0.693359375 is exact
+    r = fmadd(n, STAX_VF(2.12194440e-4f), r);
     vfloat z = r * r;
     vfloat y = STAX_VF(1.9875691500E-4f);
     y = fmadd(y, r, STAX_VF(1.3981999507E-3f));
@@ -35,12 +45,9 @@ static inline vfloat exp(vfloat x) {
     y = fmadd(y, r, STAX_VF(4.1665795894E-2f));
     y = fmadd(y, r, STAX_VF(1.6666665459E-1f));
     y = fmadd(y, r, STAX_VF(5.0000001201E-1f));
-    y = y * z + r + 1.0f;
-    vint32 ni = __builtin_convertvector(n, vint32);
-    vint32 n1 = ni >> 1, n2 = ni - n1;  // 2^n in two factors: subnormal results stay exact-ish
-    y = y * (vfloat)((n1 + 127) << 23) * (vfloat)((n2 + 127) << 23);
-    y = x > STAX_VF(88.72283935546875f) ? STAX_VF(__builtin_inff()) : y;
-    return (x != x) ? x : y;
+    y = fmadd(y, z, r) + 1.0f;
+    y = scale2(y, n);
+    return x > STAX_VF(88.72283935546875f) ? STAX_VF(__builtin_inff()) : y;
 }
 static inline vfloat log(vfloat x) {
     vint32 sub = x < STAX_VF(1.17549435e-38f);
