@@ -114,6 +114,18 @@ def time_ms(fn, iters: int) -> float:
     return start.elapsed_time(end) / iters
 
 
+def host_us(fn, calls: int = 20) -> float:
+    """Host time per call while the GPU keeps up (no sync inside): if it is above the
+    measured ms, the workload is launch-bound, not kernel-bound."""
+    sync()
+    t = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    us = (time.perf_counter() - t) * 1e6 / calls
+    sync()
+    return round(us, 1)
+
+
 def copy_bandwidth(rounds: int = 7) -> float:
     """Bytes/s of dst.copy_(src) (read + write) over N*C float32s: the practical peak."""
     src = torch.randn(N * C, device="cpu" if DRY else "cuda")
@@ -209,7 +221,7 @@ def bench_workload(w, rounds: int, copy_bw: float, skip_inductor: bool) -> dict:
         impls["stax"] = stax_fn
         if module is not None:
             rec["stax_kernels"] = list(module.kernel_names)
-            if "check_errors(" in module.source:  # also time it without the bounds-check sync
+            if "ERRORS.end()" in module.source:  # also time it without the bounds check
                 m2 = stax_ir(w, path.split("-")[1], GpuConfig.from_env(bounds_check="off"))
                 impls["stax_nocheck"] = lambda: m2.call(list(inputs))
     if not skip_inductor:
@@ -233,6 +245,8 @@ def bench_workload(w, rounds: int, copy_bw: float, skip_inductor: bool) -> dict:
         sync()
         est = time_ms(f, 3)
         iters[name] = 1 if DRY else max(3, min(200, int(25 / max(est, 1e-3))))
+    for name, f in impls.items():
+        rec[f"{name}_host_us"] = host_us(f)
     samples = {name: [] for name in impls}
     order = list(impls)
     for k in range(rounds):

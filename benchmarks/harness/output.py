@@ -67,14 +67,51 @@ def geomean(xs) -> float | None:
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
 
 
+def _median(xs) -> float | None:
+    xs = sorted(x for x in xs if x is not None)
+    if not xs:
+        return None
+    mid = len(xs) // 2
+    return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
+
+
 def summary(data: dict) -> dict:
-    """Geometric-mean speedup over eager per backend (rows that ran and matched eager)."""
+    """Per backend (rows that ran and matched eager): geometric-mean speedup over eager; over the
+    memory-bound ones the median and lowest fraction of copy bandwidth; the median cold compile."""
     out = {}
     for b in data["meta"]["backends"]:
         rows = [r for r in data["results"] if r["backend"] == b and r["status"] == "ok" and r["speedup"]]
+        bw = [r["frac_copy"] for r in rows if r["memory_bound"] and r.get("frac_copy")]
         out[b] = {"geomean_speedup": geomean(r["speedup"] for r in rows), "workloads": len(rows),
-                  "failed": sum(1 for r in data["results"] if r["backend"] == b and r["status"] != "ok")}
+                  "failed": sum(1 for r in data["results"] if r["backend"] == b and r["status"] != "ok"),
+                  "median_frac_copy": _median(bw), "min_frac_copy": min(bw) if bw else None,
+                  "median_cold_compile_s": _median(r["cold_compile_s"] for r in rows)}
     return out
+
+
+def compile_ratio(data: dict, a: str = "stax", b: str = "inductor") -> float | None:
+    """Median over workloads of a's cold compile time / b's (both compiled and matched eager)."""
+    rows = {(r["workload"], r["backend"]): r for r in data["results"] if r["status"] == "ok"}
+    ratios = [rows[(w, a)]["cold_compile_s"] / rows[(w, b)]["cold_compile_s"]
+              for (w, k) in rows if k == a and (w, b) in rows
+              and rows[(w, a)]["cold_compile_s"] and rows[(w, b)]["cold_compile_s"]]
+    return _median(ratios)
+
+
+def _conditions(meta: dict) -> list[str]:
+    """How the run was made: malloc settings (shared by every backend) and the machine's load."""
+    lines = []
+    m = meta.get("malloc")
+    if m is not None:
+        got = ", ".join(f"{k}={human_bytes(v)}" for k, v in m.get("applied", {}).items())
+        lines.append("Malloc (whole process, every backend): " + (f"glibc tuned by stax.cpu ({got})" if got else
+                                                                   f"glibc defaults — {m.get('reason') or 'untuned'}"))
+    la = meta.get("load_average")
+    if la and la.get("start") and la.get("end"):
+        lines.append(f"Load average (1/5/15 min) at start {'/'.join(map(str, la['start']))}, at end "
+                     f"{'/'.join(map(str, la['end']))} on {meta['machine']['cores']} cores: the machine was shared "
+                     "with other jobs; interleaved rounds spread that noise over all backends")
+    return lines
 
 
 def markdown(data: dict) -> str:
@@ -87,6 +124,7 @@ def markdown(data: dict) -> str:
         f"{mach['torch_threads']} · torch {mach['torch']} · commit {mach.get('commit') or '?'}",
         f"Copy bandwidth (measured in this run): **{meta['copy_bandwidth_gbps']:.1f} GB/s** · "
         f"{meta['rounds']} interleaved rounds per workload · median (IQR) per call · run took {meta['wall_s']:.0f} s",
+        *[ln for c in _conditions(meta) for ln in ("", c)],
         "",
         "| workload | backend | median ms | IQR ms | vs eager | GB/s | % of copy | compile cold s | warm s | "
         "peak memory | notes |",
@@ -103,12 +141,22 @@ def markdown(data: dict) -> str:
             f"{_num(r['cold_compile_s'], '.2f')} | {_num(r['warm_compile_s'], '.2f')} | {_memory(r)} | {_status(r)} |"
         )
     lines += ["", "Geometric mean speedup over eager (workloads that ran and matched eager):", ""]
-    for b, s in summary(data).items():
+    summ = summary(data)
+    for b, s in summ.items():
         if b == "eager":
             continue
         g = s["geomean_speedup"]
         lines.append(f"- **{b}**: {_num(g, '.2f')}× over {s['workloads']} workload(s)"
                      + (f", {s['failed']} failed or wrong" if s["failed"] else ""))
+    bw = [(b, s) for b, s in summ.items() if s["median_frac_copy"] is not None]
+    if bw:
+        lines += ["", "Memory-bound workloads, % of copy bandwidth (median, lowest):", ""]
+        lines += [f"- {b}: {s['median_frac_copy'] * 100:.0f}%, {s['min_frac_copy'] * 100:.0f}%" for b, s in bw]
+    cc = [(b, s["median_cold_compile_s"]) for b, s in summ.items() if s["median_cold_compile_s"] is not None]
+    if cc:
+        ratio = compile_ratio(data)
+        lines += ["", "Cold compile per workload (median): " + ", ".join(f"{b} {t:.2f} s" for b, t in cc)
+                  + (f"; stax / inductor (median of per-workload ratios): {ratio:.2f}" if ratio is not None else "")]
     lines += [
         "",
         "vs eager: median eager time / median time, with the range from the quartiles (eager q1/q3 over this q3/q1). "

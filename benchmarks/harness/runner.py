@@ -233,6 +233,14 @@ def _fails(f) -> bool:
         return True
 
 
+def _loadavg() -> list | None:
+    """1/5/15-minute load averages: other work on a shared machine shows up here."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
 def _slug(name: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in name).strip("_").lower()
 
@@ -278,11 +286,26 @@ def selected(opts: Options) -> list[Workload]:
     return ws
 
 
+def malloc_policy(opts: Options) -> dict:
+    """Apply Stax's CPU malloc tuning *before* anything is timed, so every backend (eager and
+    Inductor too) allocates under the same process-wide settings; say what they are."""
+    if opts.device != "cpu" or "stax" not in opts.backends:
+        return {"applied": {}, "reason": "glibc defaults (stax.cpu not benchmarked here)"}
+    try:
+        import stax.cpu
+    except ImportError as e:
+        return {"applied": {}, "reason": f"stax.cpu not importable: {e}"}
+    t = stax.cpu.tune_malloc()
+    return {"applied": dict(t.applied), "reason": t.reason}
+
+
 def run(opts: Options, stream=None) -> dict:
     """The whole suite; returns {'meta': ..., 'results': [row, ...]}."""
     workloads = selected(opts)
     progress = Progress(2 + len(workloads) * steps_per_workload(opts), stream)
     t0 = time.time()
+    load_before = _loadavg()
+    malloc = malloc_policy(opts)
     progress.step("copy bandwidth")
     copy_bw = copy_bandwidth(opts.device, opts.copy_bytes)
     progress.step("warm-up compiles")
@@ -295,6 +318,7 @@ def run(opts: Options, stream=None) -> dict:
         "suite": opts.suite, "device": opts.device, "backends": list(opts.backends), "quick": opts.quick,
         "rounds": opts.rounds, "min_sample_s": opts.min_sample_s, "copy_bandwidth_gbps": copy_bw / 1e9,
         "copy_bytes": opts.copy_bytes, "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "wall_s": time.time() - t0, "machine": machine(opts),
+        "wall_s": time.time() - t0, "machine": machine(opts), "malloc": malloc,
+        "load_average": {"start": load_before, "end": _loadavg()},
     }
     return {"meta": meta, "results": results}

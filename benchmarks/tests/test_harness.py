@@ -139,3 +139,20 @@ def test_chart_is_a_png(tmp_path):
     path = tmp_path / "chart.png"
     output.chart(_data(), str(path))
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_summary_bandwidth_compile_and_run_conditions():
+    data = _data()
+    data["results"][0]["frac_copy"] = 0.9  # w1 stax; w2 stax keeps 0.5; w3 failed (not counted)
+    data["meta"]["backends"] = ["stax", "inductor", "eager"]
+    data["results"] += [dict(data["results"][0], backend="inductor", cold_compile_s=4.0, frac_copy=0.2)]
+    s = output.summary(data)
+    assert s["stax"]["median_frac_copy"] == pytest.approx(0.7) and s["stax"]["min_frac_copy"] == 0.5
+    assert s["stax"]["median_cold_compile_s"] == 1.0 and s["inductor"]["median_cold_compile_s"] == 4.0
+    assert output.compile_ratio(data) == 0.25  # only w1 has both
+    data["meta"]["malloc"] = {"applied": {"M_MMAP_THRESHOLD": 1 << 30}, "reason": ""}
+    data["meta"]["load_average"] = {"start": [1.5, 1.0, 0.5], "end": [2.0, 1.5, 1.0]}
+    md = output.markdown(data)
+    assert "glibc tuned by stax.cpu (M_MMAP_THRESHOLD=1.0 GiB)" in md
+    assert "at start 1.5/1.0/0.5, at end 2.0/1.5/1.0 on 2 cores" in md
+    assert "- stax: 70%, 50%" in md and "stax / inductor (median of per-workload ratios): 0.25" in md

@@ -125,3 +125,18 @@ def test_full_reduction_thread_counts(threads, cache_dir):
     v = np.random.default_rng(5).standard_normal((3, 1000))
     v[[0, 2], [5, 7]] = 4.0
     _check(g, v, cfg)
+
+
+def test_welford_long_runs(cfg):
+    """Float lanes are folded into double lanes every 256 updates: rows and a full reduction long
+    enough for several folds per lane, on data whose mean dwarfs its spread (float drift shows)."""
+    x = contiguous("x", (2, 40000))
+    nodes = [reduction_node(f"{t}_{k}", x, f"welford_{t}", axes, False)
+             for t in ("mean", "m2") for k, axes in enumerate([(1,), (0, 1)])]
+    g = ir.Graph([x], nodes, [n.name for n in nodes])
+    v = 1000 + np.random.default_rng(6).standard_normal((2, 40000))
+    ours, ref, mod = run_both(g, {"x": v}, cfg, sched=_per_node(g))
+    for node, o, r in zip(nodes, ours, ref):
+        assert_close(o, r, dt.float32, rtol=2e-6, atol=0, what=node.name)
+    if cfg.isa != "none" and "stax::vec::" in mod.source:
+        assert "VWelford<stax::vec::vfloat>" in mod.source

@@ -1,9 +1,29 @@
 """Indirect (gather) loads: bounds-checked through the error flag, checks dropped when
-value ranges prove them, and the log_softmax + nll_loss pattern in one kernel."""
+value ranges prove them, and the log_softmax + nll_loss pattern in one kernel.
+An out-of-range gather reads NaN; on cuda the flag is read back asynchronously and a
+later call raises (error_sync=True raises in the faulting call, at a host sync)."""
 
 import numpy as np
 import pytest
-from gpu_testlib import config, f32, i0, i1, i64, inp, kernel_src, pw, r0, red, run
+import torch
+from gpu_testlib import (
+    AOT,
+    ON_CUDA,
+    build_schedule,
+    compile_schedule,
+    config,
+    f32,
+    i0,
+    i1,
+    i64,
+    inp,
+    kernel_src,
+    make_inputs,
+    pw,
+    r0,
+    red,
+    run,
+)
 from stax.ir import Graph, IndexValue, const, load, op
 from stax.ir import cast as ir_cast
 from stax.ir.index import var
@@ -11,22 +31,69 @@ from stax.ir.index import var
 S = var("s", 0)  # the symbol an indirect value binds
 
 
-def embedding_graph(vocab=10, dim=4, n=7):
+def embedding_graph(table_dtype=f32, vocab=10, dim=4, n=7):
     idx = load("idx", i0, i64)
-    row = load("table", dim * S + i1, f32, indirect=((S, idx, vocab),))
-    return Graph((inp("table", (vocab, dim)), inp("idx", (n,), i64)), (pw("buf0", (n, dim), row),), ("buf0",))
+    row = load("table", dim * S + i1, table_dtype, indirect=((S, idx, vocab),))
+    table = inp("table", (vocab, dim), table_dtype)
+    return Graph((table, inp("idx", (n,), i64)), (pw("buf0", (n, dim), row, table_dtype),), ("buf0",))
 
 
 def test_gather_in_bounds():
     m = run(embedding_graph(), idx=(0, 10), cfg=config(xblock_cap=8))
-    assert "triton_helpers.flag_error(err_ptr" in m.source and "check_errors(err, ERRORS)" in m.source
+    assert "triton_helpers.flag_error(err_ptr" in m.source and "ERRORS.end()" in m.source
 
 
+@pytest.mark.skipif(AOT, reason="runs the module")
 @pytest.mark.parametrize("bad", [10, -1])
 def test_gather_out_of_bounds_raises(bad):
     idx = np.array([0, 3, 9, bad, 2, 1, 0], np.int64)
     with pytest.raises(IndexError, match="out of bounds reading table"):
-        run(embedding_graph(), arrays={"idx": idx})
+        run(embedding_graph(), arrays={"idx": idx}, cfg=config(error_sync=True))
+
+
+def _bad_and_good_inputs(bad):
+    g = embedding_graph()
+    idx = np.array([0, 3, 9, bad, 2, 1, 0], np.int64)
+    _, bad_in = make_inputs(g, {"idx": idx})
+    _, good_in = make_inputs(g, {"idx": np.where(idx == bad, 4, idx)})
+    return bad_in, good_in
+
+
+@pytest.mark.skipif(AOT, reason="runs the module")
+@pytest.mark.parametrize("bad", [10, -1])
+def test_out_of_range_gather_reads_nan_and_is_raised_later(bad):
+    """Never silently wrong: the faulting row is NaN, the flag raises once, then resets."""
+    m = compile_embedding()
+    flag = m.call.__globals__["ERRORS"]
+    bad_in, good_in = _bad_and_good_inputs(bad)
+    if not ON_CUDA:
+        flag.end = lambda: None  # stand in for the asynchronous read: look at the output first
+    (out,) = m.call(list(bad_in))
+    out = out.cpu()
+    assert torch.isnan(out[3]).all() and not torch.isnan(out[[0, 1, 2, 4, 5, 6]]).any()
+    assert torch.equal(out[2], bad_in[0].cpu().reshape(10, 4)[9])
+    if ON_CUDA:
+        torch.cuda.synchronize()
+        with pytest.raises(IndexError, match="out of bounds reading table.*earlier call"):
+            m.call(list(good_in))
+    else:
+        with pytest.raises(IndexError, match="out of bounds reading table"):
+            flag.check()
+    (out,) = m.call(list(good_in))  # reported once: the module works again
+    assert not torch.isnan(out.cpu()).any()
+
+
+def compile_embedding(table_dtype=f32, **kw):
+    return compile_schedule(build_schedule(embedding_graph(table_dtype), None), config=config(**kw))
+
+
+def test_only_poisoned_checks_skip_the_sync():
+    """On cuda a float gather reads its flag asynchronously; an integer gather cannot be
+    poisoned with NaN, so its module reads the flag in the call (as error_sync=True)."""
+    flag = lambda m: m.call.__globals__["ERRORS"]  # noqa: E731
+    assert not flag(compile_embedding(device="cuda")).sync
+    assert flag(compile_embedding(i64, device="cuda")).sync
+    assert flag(compile_embedding(device="cuda", error_sync=True)).sync
 
 
 def test_provably_in_bounds_index_needs_no_check():

@@ -193,6 +193,15 @@ def test_welford_layernorm(mode):
         assert "triton_helpers.welford_combine" in module.source
 
 
+@pytest.mark.parametrize("hoist", [True, False])
+def test_persistent_layernorm_issues_weight_loads_before_the_reductions(hoist):
+    """hoist_loads: w and b (read after the row's mean and m2) are loaded up front."""
+    module = run(layernorm_graph(), cfg=config(hoist_loads=hoist, **SMALL), tol=dict(rtol=1e-4, atol=1e-5))
+    src = kernel_src(module, "triton_per_fused_0")
+    w_load = src.index("tl.load(in_ptr1")
+    assert (w_load < src.index("tl.sum(")) == hoist
+
+
 def test_var_mean_two_pass_in_one_kernel():
     """var = sum((x - mean)^2) / (n - 1): a reduction reading another's result."""
     n, m = 8, 30

@@ -72,7 +72,7 @@ def _arg(kind: str) -> VecAcc:
 
 
 def _welford(part: str) -> VecAcc:
-    return VecAcc("stax::vec::VWelford {vacc};", "{vacc}.update({v});", "{vacc}.merge_into({acc});",
+    return VecAcc("stax::vec::VWelford<{VT}> {vacc};", "{vacc}.update({v});", "{vacc}.merge_into({acc});",
                   f"{{vacc}}.{part}<{{RT}}>()", "{vacc}.merge({b});")
 
 

@@ -3,9 +3,9 @@
 Written on GCC generic vectors (no intrinsics headers, no SLEEF in a torch-free
 environment). exp and log follow Cephes' expf/logf reductions and polynomials; tanh
 uses Cephes' small-argument polynomial and 1 - 2/(e^{2x}+1) beyond 0.625; erf is
-x + x*Q(x^2) below 0.875 and 1 - exp(P(x)) above (P fitting log erfc on two
-intervals), coefficients fitted by least squares in float64 and kept for float32
-Horner evaluation. test_vec_math.py bounds the error in ulps against float64 numpy.
+x + x*Q(x^2) below 0.875 and 1 - exp(h(x) - x^2) above (h = log erfc + x^2, one
+polynomial on [0.875, 3.93]), coefficients fitted (reweighted least squares toward
+minimax) in float64 and kept for float32 Horner evaluation. test_vec_math.py bounds the error in ulps against float64 numpy.
 Special values (±inf, NaN, ±0, subnormals, overflow) follow libm.
 """
 
@@ -21,22 +21,12 @@ static inline vfloat fmadd(vfloat a, vfloat b, vfloat c) {  // one rounding: vfm
 static inline vfloat copysign_v(vfloat mag, vfloat sgn) {
     return (vfloat)(((vint32)mag & STAX_VI(0x7fffffff)) | ((vint32)sgn & STAX_VI(0x80000000u)));
 }
-// 2^n * y for integral n in [-150, 128] (subnormal and overflowing results exact): one vscalefps on
-// AVX-512; elsewhere two exponent factors, so 2^n itself never leaves the float range
-static inline vfloat scale2(vfloat y, vfloat n) {
-#if defined(__AVX512F__)
-    if (sizeof(vfloat) == 64) return __builtin_ia32_scalefps512_mask(y, n, y, (unsigned short)-1, 4);
-#endif
-    vint32 ni = __builtin_convertvector(n, vint32);
-    vint32 n1 = ni >> 1, n2 = ni - n1;
-    return y * (vfloat)((n1 + 127) << 23) * (vfloat)((n2 + 127) << 23);
-}
-static inline vfloat exp(vfloat x) {
-    // NaN passes the clamps (comparisons with NaN are false) and every step after them
-    vfloat xc = x < STAX_VF(-103.972084f) ? STAX_VF(-103.972084f) : x;
-    xc = xc > STAX_VF(88.72283935546875f) ? STAX_VF(88.72283935546875f) : xc;
-    vfloat n = fmadd(xc, STAX_VF(1.44269504088896341f), STAX_VF(12582912.0f)) - 12582912.0f;  // nearest
-    vfloat r = fmadd(n, STAX_VF(-0.693359375f), xc);  // Cody-Waite: n * 0.693359375 is exact
+// exp: n = round(x / ln2), r = x - n ln2 (Cody-Waite, exact product), e^r by Cephes' polynomial,
+// then 2^n * e^r. NaN passes the clamps (written so they compile to vmaxps/vminps, which return
+// the second operand, x, when it is NaN) and every step after them.
+static inline vfloat exp_reduced(vfloat xc, vfloat& n) {
+    n = fmadd(xc, STAX_VF(1.44269504088896341f), STAX_VF(12582912.0f)) - 12582912.0f;  // nearest
+    vfloat r = fmadd(n, STAX_VF(-0.693359375f), xc);  // n * 0.693359375 is exact for |n| < 2^15
     r = fmadd(n, STAX_VF(2.12194440e-4f), r);
     vfloat z = r * r;
     vfloat y = STAX_VF(1.9875691500E-4f);
@@ -45,9 +35,46 @@ static inline vfloat exp(vfloat x) {
     y = fmadd(y, r, STAX_VF(4.1665795894E-2f));
     y = fmadd(y, r, STAX_VF(1.6666665459E-1f));
     y = fmadd(y, r, STAX_VF(5.0000001201E-1f));
-    y = fmadd(y, z, r) + 1.0f;
-    y = scale2(y, n);
+    return fmadd(y, z, r) + 1.0f;
+}
+// a > b ? a : b and a < b ? a : b as one vmaxps / vminps (b when either is NaN: clamping x as b lets
+// NaN through); GCC emits compare + blend for the generic form
+static inline vfloat max_ab(vfloat a, vfloat b) {
+#if defined(__AVX512F__) && STAX_VW == 16
+    return __builtin_ia32_maxps512_mask(a, b, a, (unsigned short)-1, 4);
+#elif defined(__AVX__) && STAX_VW == 8
+    return __builtin_ia32_maxps256(a, b);
+#else
+    return a > b ? a : b;
+#endif
+}
+static inline vfloat min_ab(vfloat a, vfloat b) {
+#if defined(__AVX512F__) && STAX_VW == 16
+    return __builtin_ia32_minps512_mask(a, b, a, (unsigned short)-1, 4);
+#elif defined(__AVX__) && STAX_VW == 8
+    return __builtin_ia32_minps256(a, b);
+#else
+    return a < b ? a : b;
+#endif
+}
+static inline vfloat exp(vfloat x) {
+    vfloat xc = max_ab(STAX_VF(-103.972084f), x);  // below: 0 (2^-150 rounds away)
+#if defined(__AVX512F__) && STAX_VW == 16
+    // vscalefps computes y * 2^n with IEEE overflow / subnormal results, so above ln(FLT_MAX) it
+    // overflows to inf by itself: the upper clamp only keeps r exact (and +inf finite)
+    xc = min_ab(STAX_VF(200.0f), xc);
+    vfloat n;
+    vfloat y = exp_reduced(xc, n);
+    return __builtin_ia32_scalefps512_mask(y, n, y, (unsigned short)-1, 4);
+#else
+    xc = min_ab(STAX_VF(88.72283935546875f), xc);
+    vfloat n;
+    vfloat y = exp_reduced(xc, n);
+    vint32 ni = __builtin_convertvector(n, vint32);
+    vint32 n1 = ni >> 1, n2 = ni - n1;  // 2^n in two factors: subnormal results stay exact-ish
+    y = y * (vfloat)((n1 + 127) << 23) * (vfloat)((n2 + 127) << 23);
     return x > STAX_VF(88.72283935546875f) ? STAX_VF(__builtin_inff()) : y;
+#endif
 }
 static inline vfloat log(vfloat x) {
     vint32 sub = x < STAX_VF(1.17549435e-38f);
@@ -94,6 +121,9 @@ static inline vfloat tanh(vfloat x) {
 }
 static inline vfloat sigmoid(vfloat x) { return 1.0f / (1.0f + exp(-x)); }
 static inline vfloat erf(vfloat x) {
+    // |x| < 0.875: x + x Q(x^2). Above: 1 - erfc, erfc = exp(h(|x|) - x^2) with h = log erfc + x^2 (smooth,
+    // one polynomial on [0.875, 3.93]) and -x^2 + h in one fma, so erfc keeps its relative accuracy.
+    // Beyond 3.93 erf rounds to 1 (h is held at its end value, exp(-x^2) does the rest); NaN passes.
     vfloat ax = abs(x);
     vfloat t = x * x;
     vfloat q = STAX_VF(8.714059804e-05f);
@@ -104,30 +134,18 @@ static inline vfloat erf(vfloat x) {
     q = fmadd(q, t, STAX_VF(-3.761263673e-01f));
     q = fmadd(q, t, STAX_VF(1.283791670e-01f));
     vfloat small = x + x * q;
-    vfloat u1 = ax - 1.4375f;  // log erfc on [0.875, 2)
-    vfloat p1 = STAX_VF(-4.900413119e-06f);
-    p1 = fmadd(p1, u1, STAX_VF(-1.863654231e-05f));
-    p1 = fmadd(p1, u1, STAX_VF(2.256682679e-04f));
-    p1 = fmadd(p1, u1, STAX_VF(-1.340522724e-03f));
-    p1 = fmadd(p1, u1, STAX_VF(6.412445433e-03f));
-    p1 = fmadd(p1, u1, STAX_VF(-2.737595791e-02f));
-    p1 = fmadd(p1, u1, STAX_VF(-8.876544009e-01f));
-    p1 = fmadd(p1, u1, STAX_VF(-3.397529351e+00f));
-    p1 = fmadd(p1, u1, STAX_VF(-3.168672518e+00f));
-    vfloat u2 = ax - 2.965f;  // log erfc on [2, 3.93)
-    vfloat p2 = STAX_VF(1.136162198e-06f);
-    p2 = fmadd(p2, u2, STAX_VF(-7.711074125e-06f));
-    p2 = fmadd(p2, u2, STAX_VF(4.484408544e-05f));
-    p2 = fmadd(p2, u2, STAX_VF(-2.547232400e-04f));
-    p2 = fmadd(p2, u2, STAX_VF(1.397114890e-03f));
-    p2 = fmadd(p2, u2, STAX_VF(-7.604454356e-03f));
-    p2 = fmadd(p2, u2, STAX_VF(-9.566059177e-01f));
-    p2 = fmadd(p2, u2, STAX_VF(-6.236763563e+00f));
-    p2 = fmadd(p2, u2, STAX_VF(-1.050090415e+01f));
-    vfloat big = 1.0f - exp(ax < STAX_VF(2.0f) ? p1 : p2);
-    big = ax < STAX_VF(3.93f) ? big : STAX_VF(1.0f);
-    vfloat r = ax < STAX_VF(0.875f) ? small : copysign_v(big, x);
-    return (x != x) ? x : r;
+    vfloat u = min_ab(STAX_VF(3.93f), ax) - 2.4025f;
+    vfloat h = STAX_VF(1.6157176787601202e-06f);
+    h = fmadd(h, u, STAX_VF(-1.455333494959632e-05f));
+    h = fmadd(h, u, STAX_VF(8.689692913321778e-05f));
+    h = fmadd(h, u, STAX_VF(-4.682144208345562e-04f));
+    h = fmadd(h, u, STAX_VF(2.381477737799287e-03f));
+    h = fmadd(h, u, STAX_VF(-1.1744294315576553e-02f));
+    h = fmadd(h, u, STAX_VF(5.9409964829683304e-02f));
+    h = fmadd(h, u, STAX_VF(-3.639393150806427e-01f));
+    h = fmadd(h, u, STAX_VF(-1.5218852758407593f));
+    vfloat big = 1.0f - exp(fmadd(-ax, ax, h));
+    return ax < STAX_VF(0.875f) ? small : copysign_v(big, x);
 }
 }}  // namespace stax::vec
 """

@@ -29,11 +29,13 @@ def vec_prelude(lanes: int) -> str:
         maps.append(f"STAX_VMAP2E({name})")
     for name in _PRED1:
         maps.append(f"STAX_VPRED1({name})")
-    return _TEXT.replace("@W@", str(lanes)).replace("@MAPS@", "\n".join(maps)) + VEC_MATH
+    text = _TEXT.replace("@W@", str(lanes)).replace("@DUP@", ", ".join(["e"] * lanes))
+    return text.replace("@MAPS@", "\n".join(maps)) + VEC_MATH
 
 
 _TEXT = r"""
 // ---- stax vector prelude: W lanes of GCC generic vectors ----
+#define STAX_VW @W@  // lanes, for the preprocessor: width-specific builtins below
 namespace stax { namespace vec {
 constexpr int W = @W@;
 typedef float vfloat __attribute__((vector_size(4 * W)));
@@ -61,13 +63,14 @@ template <> struct Elem<vint32> { typedef int32_t t; };
 template <> struct Elem<vint64> { typedef int64_t t; };
 template <> struct Elem<vbool> { typedef bool t; };
 
+// a constructor of W equal elements: GCC turns it into one broadcast (a lane loop became W masked
+// broadcasts, and kept loop-invariant scalars from being hoisted)
 template <class VT, class S> static inline VT bcast(S s) {
     typedef typename Elem<VT>::t E;
-    VT r;
-    for (int i = 0; i < W; ++i) r[i] = (E)s;
-    return r;
+    const E e = (E)s;
+    return VT{@DUP@};
 }
-static inline vbool bcast_bool(bool b) { vbool r; for (int i = 0; i < W; ++i) r[i] = b ? -1 : 0; return r; }
+static inline vbool bcast_bool(bool b) { const char e = b ? -1 : 0; return vbool{@DUP@}; }
 template <class M> static inline vbool to_bool(M m) { return __builtin_convertvector(m, vbool); }
 template <class VT> static inline typename V<typename Elem<VT>::t>::mask mask_for(vbool m) {
     return __builtin_convertvector(m, typename V<typename Elem<VT>::t>::mask);
@@ -80,10 +83,10 @@ template <class VT, class T> static inline void storeu(T* p, VT v) { __builtin_m
 // overwritten whole; falls back to a normal store when `p` is not aligned to the vector
 template <class VT, class T> static inline void stream(T* p, VT v) { storeu(p, v); }
 static inline void stream(float* p, vfloat v) {
-#if defined(__AVX512F__)
-    if (sizeof(vfloat) == 64 && (((__UINTPTR_TYPE__)p) & 63) == 0) { __builtin_ia32_movntps512(p, v); return; }
-#elif defined(__AVX__)
-    if (sizeof(vfloat) == 32 && (((__UINTPTR_TYPE__)p) & 31) == 0) { __builtin_ia32_movntps256(p, v); return; }
+#if defined(__AVX512F__) && STAX_VW == 16
+    if ((((__UINTPTR_TYPE__)p) & 63) == 0) { __builtin_ia32_movntps512(p, v); return; }
+#elif defined(__AVX__) && STAX_VW == 8
+    if ((((__UINTPTR_TYPE__)p) & 31) == 0) { __builtin_ia32_movntps256(p, v); return; }
 #endif
     storeu(p, v);
 }
@@ -221,34 +224,53 @@ template <class T, class VT> static inline void argmin_lanes(T& best, int64_t& b
     for (int i = 0; i < W; ++i) stax::argmin_pick(best, bi, (T)acc[i], (int64_t)idx[i]);
 }
 
-// ---- Welford: W lanes, one count (every lane sees the same number of values), in double ----
-struct VWelford {
-    vdouble mean = {}, m2 = {};
+// ---- Welford: W lanes of the value's vector type VT, one count (every lane sees as many values).
+// float lanes are fast but drift over long runs, so every CHUNK updates the lanes are folded into
+// double lanes (Chan et al.'s combination) and restart: float speed, the double path's accuracy ----
+template <class VT> struct VWelford {
+    static constexpr int64_t CHUNK = 256;
+    typedef typename Elem<VT>::t E;
+    VT mean = {}, m2 = {};
     int64_t n = 0;
-    template <class VT> inline void update(VT v) {
-        vdouble x = __builtin_convertvector(v, vdouble);
+    vdouble dmean = {}, dm2 = {};
+    int64_t dn = 0;
+    inline void update(VT x) {
+        if (__builtin_expect(n == CHUNK, 0)) flush();
         n += 1;
-        double rn = 1.0 / (double)n;
-        vdouble d = x - mean;
+        E rn = E(1) / E(n);
+        VT d = x - mean;
         mean = mean + d * rn;
         m2 = m2 + d * (x - mean);
     }
-    inline void merge_into(stax::Welford& acc) const { for (int i = 0; i < W; ++i) acc.merge(mean[i], m2[i], n); }
-    inline void merge(const VWelford& b) {  // Chan et al., every lane with counts n and b.n
-        if (b.n == 0) return;
-        if (n == 0) { *this = b; return; }
-        int64_t nt = n + b.n;
-        double wb = (double)b.n / (double)nt;
-        vdouble d = b.mean - mean;
-        mean = mean + d * wb;
-        m2 = m2 + b.m2 + d * d * ((double)n * wb);
-        n = nt;
+    static inline void fold(vdouble& am, vdouble& a2, int64_t& an, const vdouble& bm, const vdouble& b2, int64_t bn) {
+        if (bn == 0) return;
+        if (an == 0) { am = bm; a2 = b2; an = bn; return; }
+        int64_t nt = an + bn;
+        double wb = (double)bn / (double)nt;
+        vdouble d = bm - am;
+        am = am + d * wb;
+        a2 = a2 + b2 + d * d * ((double)an * wb);
+        an = nt;
     }
-    template <class RT> inline RT mean_v() const {
-        return n ? __builtin_convertvector(mean, RT) : bcast<RT>(__builtin_nan(""));
+    inline void flush() {
+        fold(dmean, dm2, dn, __builtin_convertvector(mean, vdouble), __builtin_convertvector(m2, vdouble), n);
+        mean = VT{}; m2 = VT{}; n = 0;
     }
-    template <class RT> inline RT m2_v() const { return __builtin_convertvector(m2, RT); }
-    template <class RT> inline RT count_v() const { return bcast<RT>((double)n); }
+    inline void merge(VWelford& b) {  // an unrolled loop's independent accumulator (flushed too)
+        flush();
+        b.flush();
+        fold(dmean, dm2, dn, b.dmean, b.dm2, b.dn);
+    }
+    inline void merge_into(stax::Welford& acc) {
+        flush();
+        for (int i = 0; i < W; ++i) acc.merge(dmean[i], dm2[i], dn);
+    }
+    template <class RT> inline RT mean_v() {
+        flush();
+        return dn ? __builtin_convertvector(dmean, RT) : bcast<RT>(__builtin_nan(""));
+    }
+    template <class RT> inline RT m2_v() { flush(); return __builtin_convertvector(dm2, RT); }
+    template <class RT> inline RT count_v() { flush(); return bcast<RT>((double)dn); }
 };
 }}  // namespace stax::vec
 """

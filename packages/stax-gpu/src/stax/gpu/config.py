@@ -42,6 +42,12 @@ class GpuConfig:
     index_dtype: 'auto' picks int32 when every index provably fits.
     bounds_check: 'flag' checks indirect indices and integer divisors in the kernel,
         sets an error flag and raises after the call; 'off' trusts the input.
+    error_sync: read a module's error flag back at the end of every cuda call (a host
+        sync) so the faulting call raises; by default, when every check poisons its
+        result with NaN, the read is asynchronous and a later call raises (see
+        runtime.ErrorFlag). Under the interpreter it is always sync.
+    hoist_loads: persistent reductions issue every plain load before the first reduction
+        (Inductor's order too); False keeps loads at their first use.
     tile_2d: use 2-D tiles for pointwise kernels whose accesses disagree on the
         contiguous dimension (transposes).
     autotuner: an object with `select(key, candidates, run)`; None builds the default.
@@ -58,6 +64,8 @@ class GpuConfig:
     r0_block_cap: int | None = None
     index_dtype: str = "auto"
     bounds_check: str = "flag"
+    error_sync: bool = False
+    hoist_loads: bool = True
     tile_2d: bool = True
     max_autotune_configs: int = 4
     eviction_hints: bool = True

@@ -66,6 +66,9 @@ class ErrorTable:
 
     def __init__(self):
         self.entries: list[tuple[str, str]] = []
+        # a check whose faulting lanes are not poisoned with NaN (integer results): the
+        # module must then read its flag in the same call (ErrorFlag sync)
+        self.unpoisoned = False
 
     def code(self, exc: str, message: str) -> int:
         if (exc, message) not in self.entries:
@@ -196,8 +199,9 @@ class Emitter:
         return self.new(template.format(*(a.src for a in args), bits=operand.itemsize * 8), n.dtype, axes)
 
     # ---- checks
-    def flag(self, bad: str, axes, exc: str, message: str) -> None:
+    def flag(self, bad: str, axes, exc: str, message: str, poisoned: bool = False) -> None:
         code = self.errors.code(exc, message)
+        self.errors.unpoisoned |= not poisoned
         m = self.mask(axes)
         cond = f"({bad}) & {m}" if m else f"{bad}"
         self.uses_err = True
@@ -216,14 +220,18 @@ class Emitter:
         idx = self.plan.simplify(ld.index.xreplace(p.subs))
         value_mask = memo[id(ld.mask)] if ld.mask is not None else None
         needed = indirect_checks_needed(ld, _node_ranges(p.node)) if ld.indirect else ()
+        in_range = []  # checked indices: an out-of-range one reads NaN (the flag may raise a call later)
         for (sym, v, bound), need in zip(ld.indirect, needed):
             iv = self.tensor(memo[id(v)])
             if need and self.config.bounds_check == "flag":
                 bad = f"({iv.src} < 0) | ({iv.src} >= {int(bound)})"
                 if value_mask is not None:
                     bad = f"({bad}) & {self.tensor(value_mask).src}"
-                self.flag(bad, iv.axes, "IndexError", f"indirect index out of bounds reading {ld.buffer}: not in [0, {bound})")
-                iv = self.new(f"tl.where(({iv.src} >= 0) & ({iv.src} < {int(bound)}), {iv.src}, 0)", iv.dtype, iv.axes)
+                msg = f"indirect index out of bounds reading {ld.buffer}: not in [0, {bound})"
+                self.flag(bad, iv.axes, "IndexError", msg, poisoned=ld.dtype.is_floating)
+                ok = f"({iv.src} >= 0) & ({iv.src} < {int(bound)})"
+                in_range.append(ok)
+                iv = self.new(f"tl.where({ok}, {iv.src}, 0)", iv.dtype, iv.axes)
             self.axis_of[iv.src] = set(iv.axes)
             idx = idx.xreplace({sym: sympy.Symbol(iv.src, integer=True, nonnegative=True)})
         axes = frozenset(axes_of(idx, self.axis_of))
@@ -247,6 +255,11 @@ class Emitter:
         expr = f"tl.load({', '.join(parts)})"
         if dt.compute_dtype(ld.dtype) != ld.dtype:
             expr += f".to({compute_triton_dtype(ld.dtype)})"
+        if in_range and ld.dtype.is_floating:
+            keep = " & ".join(f"({c})" for c in in_range)
+            if value_mask is not None:  # masked-off lanes keep `other`, whatever their index
+                keep = f"({keep}) | ({self.tensor(value_mask).src} == 0)"
+            expr = f"tl.where({keep}, {expr}, float('nan'))"
         return self.new(expr, ld.dtype, axes)
 
     def forward(self, ld: Load, p: NodePlan, q: NodePlan) -> V:

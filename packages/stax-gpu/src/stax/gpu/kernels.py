@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stax.ir import Reduction, Scan, reduction_def
+from stax.ir import Load, Reduction, Scan, reduction_def, walk
 
 from .config import GpuConfig
 from .emit import Emitter, ErrorTable, Scope
@@ -142,7 +142,21 @@ def _empty_reduction(em: Emitter, body: Reduction):
     return em.new(f"tl.full([XBLOCK, 1], {literal(value, d)}, {compute_triton_dtype(d)})", d, frozenset({"x"}))
 
 
+def _hoist_loads(plan: KernelPlan, em: Emitter) -> None:
+    """Issue every plain global load up front, so loads used after a reduction (layernorm's
+    weight and bias) overlap the row's load instead of waiting behind the reductions.
+    Later uses find them through the emitter's CSE; gathers and masked loads stay put."""
+    for p in plan.nodes:
+        if plan.rnumel == 0 and p.role != X:
+            continue
+        for n in walk(p.node.body.value):
+            if isinstance(n, Load) and not n.indirect and n.mask is None and plan.producer(n.buffer) is None:
+                em.load(n, p, {})
+
+
 def _persistent_body(plan: KernelPlan, em: Emitter) -> None:
+    if em.config.hoist_loads:
+        _hoist_loads(plan, em)
     for p in plan.nodes:
         if plan.rnumel == 0 and p.role != X:
             if p.role == REDUCTION:  # nothing to read; r-level nodes have no elements at all

@@ -56,19 +56,66 @@ def reinterpret(t: torch.Tensor, sizes, strides) -> torch.Tensor:
     return torch.as_strided(t, sizes, strides, 0)
 
 
-def new_error_flag(device) -> torch.Tensor:
-    return torch.zeros((1,), dtype=torch.int32, device=device)
-
-
 _EXCEPTIONS = {"IndexError": IndexError, "ZeroDivisionError": ZeroDivisionError, "ValueError": ValueError}
 
 
-def check_errors(flag: torch.Tensor, table) -> None:
-    """Raise what a kernel flagged (one sync, only in modules that have checks)."""
-    code = int(flag.item())
-    if code:
-        exc, message = table[code - 1]
-        raise _EXCEPTIONS.get(exc, RuntimeError)(f"stax-gpu: {message}")
+class ErrorFlag:
+    """A module's sticky device error flag, read back without stalling the host.
+
+    Kernels store a code where a check fails. When every check poisons its lanes (a
+    float gather out of range reads NaN, so results are never silently wrong), `end()`
+    of a cuda call only queues a copy of the flag into pinned memory, and a later
+    `begin()` raises once that copy has landed (for all calls up to then), like eager's
+    asynchronous device asserts; `check()` forces the read. Modules with unpoisoned
+    checks (integer gathers, x // 0) or `sync` read the flag at the end of each call (a
+    host sync). On cpu (the interpreter) the read is free: every call raises at its end.
+    """
+
+    def __init__(self, table, device, sync: bool = False):
+        self.table = tuple(table)
+        self.device = torch.device(device)
+        self.sync = sync or self.device.type != "cuda"
+        self.flag = self.host = self.event = None  # allocated at the first call (AOT builds have no GPU)
+        self.pending = False
+
+    def begin(self) -> torch.Tensor:
+        """The flag for this call's kernels; raises what an earlier call flagged, if known by now."""
+        if self.flag is None:
+            self.flag = torch.zeros((1,), dtype=torch.int32, device=self.device)
+            if not self.sync:
+                self.host = torch.zeros((1,), dtype=torch.int32, pin_memory=True)
+                self.event = torch.cuda.Event()
+        if self.pending and self.event.query():
+            self.pending = False
+            self._raise(int(self.host[0]), later=True)
+        return self.flag
+
+    def end(self) -> None:
+        if self.sync:
+            self._raise(int(self.flag.item()), later=False)
+        elif not self.pending:
+            self.host.copy_(self.flag, non_blocking=True)
+            self.event.record()
+            self.pending = True
+
+    def check(self) -> None:
+        """Synchronously raise anything flagged so far."""
+        if self.flag is None:
+            return
+        if not self.sync:
+            self.pending = False
+            self.host.copy_(self.flag)
+            self._raise(int(self.host[0]), later=True)
+        else:
+            self._raise(int(self.flag.item()), later=False)
+
+    def _raise(self, code: int, later: bool) -> None:
+        if not code:
+            return
+        self.flag.zero_()  # reported once; the module stays usable
+        exc, message = self.table[code - 1]
+        when = " (in an earlier call: its float results hold NaN where it read out of range)" if later else ""
+        raise _EXCEPTIONS.get(exc, RuntimeError)(f"stax-gpu: {message}{when}")
 
 
 def extern_call(fn, inputs, constants, sizes, strides, dtype, device) -> torch.Tensor:
@@ -97,20 +144,29 @@ class KernelLauncher:
         self.n_in = n_in  # pointer arguments the kernel only reads
         self.n_out = n_out  # pointer arguments it writes (they follow the inputs)
         self.choice: LaunchConfig | None = None
+        self._bound = None  # (launch fn, numels, kwargs) of the choice: no per-call recomputation
 
-    def launch(self, cfg: LaunchConfig, args) -> None:
+    def _bind(self, cfg: LaunchConfig):
         ks, fn = self.variants[cfg.variant]
         g = grid(ks, cfg)
-        if 0 in g:
-            return
-        fn[g](*args, *(v for _, v in ks.numels), **cfg.kwargs(), num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+        kwargs = dict(cfg.kwargs(), num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+        return (None if 0 in g else fn[g]), tuple(v for _, v in ks.numels), kwargs
+
+    def launch(self, cfg: LaunchConfig, args) -> None:
+        run, numels, kwargs = self._bind(cfg)
+        if run is not None:
+            run(*args, *numels, **kwargs)
 
     def __call__(self, *args) -> None:
-        if self.choice is None:
-            trial = self._trial_args(args)
-            self.choice = self.autotuner.select(self.key, self.candidates, lambda c: self.launch(c, trial))
-            log.info("%s: %s", self.name, self.choice.key())
-        self.launch(self.choice, args)
+        if self._bound is None:
+            if self.choice is None:
+                trial = self._trial_args(args)
+                self.choice = self.autotuner.select(self.key, self.candidates, lambda c: self.launch(c, trial))
+                log.info("%s: %s", self.name, self.choice.key())
+            self._bound = self._bind(self.choice)
+        run, numels, kwargs = self._bound
+        if run is not None:
+            run(*args, *numels, **kwargs)
 
     def _trial_args(self, args):
         """Arguments for benchmark runs: outputs copied if they alias an input."""

@@ -123,7 +123,7 @@ class _Wrapper:
                 f"({', '.join(_dtype(lay.dtype) for lay in lays)},), DEVICE)"
             )
         if self.has_errors:
-            self.emit("err = new_error_flag(DEVICE)")
+            self.emit("err = ERRORS.begin()")
         events = self.schedule.memory.events
         for step, plan in enumerate(self.plans):
             for ev in events:
@@ -134,7 +134,7 @@ class _Wrapper:
                 if ev.step == step and ev.kind == FREE:
                     self.event(ev)
         if self.has_errors:
-            self.emit("check_errors(err, ERRORS)")
+            self.emit("ERRORS.end()")
         for o in g.outputs:
             self._need(o, "the graph output")
         outs = ", ".join(g.outputs) + ("," if len(g.outputs) == 1 else "")
