@@ -3,8 +3,8 @@
 
 import numpy as np
 import pytest
-from stax.ir import numerics
 from stax.ir import dtypes as dt
+from stax.ir import numerics
 
 
 def c_div(a: int, b: int, bits: int) -> int:

@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from stax.ir import Reduction
-from stax.ir import dtypes as dt
 from stax.ir.index_printer import to_c
 
 from . import cpp_ops as co

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import sympy
-from stax.ir import Constant, Graph, IndexValue, Load, Op, Reduction, walk
+from stax.ir import Constant, Graph, IndexValue, Load, Op, walk
 from stax.ir import dtypes as dt
 from stax.ir.index import as_int
 from stax.ir.index_printer import to_c
@@ -22,6 +22,7 @@ from . import cpp_ops as co
 from .accumulators import AccEmitter, Accumulator
 from .loops import NodeLoops, linear_coeffs, loop_var, parallel_depth
 from .nests import Nest, dense_extent, plan_nests
+from .tiles import emit_tiled_group
 from .vec_body import VecBody, VecPlan, plan_vector
 
 
@@ -165,6 +166,30 @@ class ScalarBody:
                     expr = co.round_expr(n.dtype, expr)
             return self._define(("O", n.name, tuple(args), n.dtype), _ctype(n.dtype), expr)
         raise TypeError(f"unknown value node {type(n).__name__}")
+
+
+def _hoist_point(out: list[str], mark: int) -> int | None:
+    """Where values invariant in the loop about to open at `mark` can go: at `mark`, or before the
+    OpenMP pragma that parallelizes that loop; None if it is inside a collapsed loop nest."""
+    k = mark
+    while k > 0 and out[k - 1].lstrip().startswith("for ("):
+        k -= 1
+    prev = out[k - 1].lstrip() if k > 0 else ""
+    if not prev.startswith("#pragma omp"):
+        return mark
+    if "collapse" in prev:
+        return None
+    return k - 1 if k == mark else mark
+
+
+def _intra_reads(group: list[NodeLoops]):
+    """Loads of buffers that an earlier node of the same group writes."""
+    written: set = set()
+    for nl in group:
+        for n in walk(nl.node.body.value):
+            if isinstance(n, Load) and n.buffer in written:
+                yield n
+        written.add(nl.node.name)
 
 
 def _sym(name: str):
@@ -385,41 +410,10 @@ class KernelEmitter:
                     tail()
 
     def emit_tiled_group(self, lines: Lines, group: list[NodeLoops], start: int, plan: VecPlan) -> None:
-        """§8.2: loops `dim` and `tile_dim` walk TxT tiles (outer loops in order, so the parallel
-        pragma still applies); inside a tile, `tile_dim` then the vectorized `dim` innermost."""
-        head = group[0]
-        sizes, v, t, edge = head.sizes, plan.dim, plan.tile_dim, plan.tile
-        stack: list = []
-        for k in range(start, len(sizes)):
-            step, name = (edge, f"x{k}_t") if k in (v, t) else (1, f"x{k}")
-            cm = lines.block(f"for (int64_t {name} = 0; {name} < {sizes[k]}; {name} += {step})")
-            cm.__enter__()
-            stack.append(cm)
+        emit_tiled_group(self, lines, group, start, plan)
 
-        def end(k):
-            return f"x{k}_t + {edge}" if sizes[k] % edge == 0 else f"std_min(x{k}_t + {edge}, {sizes[k]})"
-
-        lines(f"const int64_t x{v}_end = {end(v)};")
-        cm = lines.block(f"for (int64_t x{t} = x{t}_t; x{t} < {end(t)}; x{t} += 1)")
-        cm.__enter__()
-        stack.append(cm)
-        w = plan.lanes
-        with lines.block(f"for (int64_t x{v} = x{v}_t; x{v} < x{v}_end; x{v} += {w})"):
-            def full():
-                body = VecBody(self.ctx, lines, {}, plan, ScalarBody(self.ctx, lines, {}))
-                for nl in group:
-                    body.store(nl, *body.value(nl, nl.node.body.value))
-
-            if not plan.tail:
-                full()
-            else:
-                with lines.block(f"if (x{v} + {w} <= x{v}_end)"):
-                    full()
-                with lines.block("else"):
-                    lines(f"const int64_t x{v}_tail = x{v};")
-                    with lines.block(f"for (int64_t x{v} = x{v}_tail; x{v} < x{v}_end; x{v} += 1)"):
-                        self._scalar_bodies(lines, group, [])
-        self.close_loops(stack, len(stack))
+    def scalar_body(self, lines: Lines) -> ScalarBody:
+        return ScalarBody(self.ctx, lines, {})
 
     def _vri(self, lines: Lines, a: Accumulator, plan: VecPlan) -> str | None:
         """Arg reductions: the vector of reduction indices of the W lanes."""
@@ -438,9 +432,14 @@ class KernelEmitter:
             lines(f"for (int64_t l = 0; l < {plan.lanes}; ++l) {t}[l] = {lane};")
         return t
 
-    def _vector_bodies(self, lines: Lines, group: list[NodeLoops], plan: VecPlan, accs: list, store) -> None:
-        """One block of W lanes: reductions update their vector accumulators, the rest `store`."""
-        body = VecBody(self.ctx, lines, {}, plan, ScalarBody(self.ctx, lines, {}))
+    def _vector_bodies(self, lines: Lines, group: list[NodeLoops], plan: VecPlan, accs: list, store,
+                       hoisted: tuple | None = None) -> None:
+        """One block of W lanes: reductions update their vector accumulators, the rest `store`.
+        `hoisted` = (lines before the loop, broadcast cache, scalar body writing there)."""
+        if hoisted is None:
+            body = VecBody(self.ctx, lines, {}, plan, ScalarBody(self.ctx, lines, {}))
+        else:
+            body = VecBody(self.ctx, lines, {}, plan, hoisted[2], hoisted[:2])
         acc_of = {a.nl.node.name: a for a in accs}
         for nl in group:
             name, is_vec = body.value(nl, nl.node.body.value)
@@ -467,9 +466,19 @@ class KernelEmitter:
             def store(body, nl, name, is_vec):
                 body.store(nl, name, is_vec)
 
-            self._block(lines, plan, head.sizes, lambda: self._vector_bodies(lines, group, plan, accs, store),
+            mark, pre = len(lines.out), Lines(lines.depth)
+            # nothing is hoisted when a value read from a node of this group is written inside the loop,
+            # or when the loop is one of several collapsed parallel loops (they must nest perfectly)
+            intra = any(_intra_reads(group)) or _hoist_point(lines.out, mark) is None
+            hoisted = None if intra else (pre, {}, ScalarBody(self.ctx, pre, {}))
+            self._block(lines, plan, head.sizes,
+                        lambda: self._vector_bodies(lines, group, plan, accs, store, hoisted),
                         lambda: self._scalar_bodies(lines, group, accs),
-                        (lambda j: self._vector_bodies(lines, group, plan, sets[j], store)) if copies > 1 else None)
+                        (lambda j: self._vector_bodies(lines, group, plan, sets[j], store, hoisted)) if copies > 1
+                        else None)
+            if hoisted is not None:  # loop-invariant scalars and their broadcasts, computed once
+                at = _hoist_point(lines.out, mark)
+                lines.out[at:at] = pre.out
             self.close_loops(stack_r, len(stack_r))
             for j in range(1, copies):  # independent accumulators of the unrolled loop, in order
                 for a, b in zip(accs, sets[j]):

@@ -166,10 +166,16 @@ def _sym(name: str) -> sympy.Symbol:
 class VecBody:
     """Emits node values with loop `dim` vectorized; uniform subtrees go through `scalar`."""
 
-    def __init__(self, ctx, lines, cse: dict, plan: VecPlan, scalar):
+    def __init__(self, ctx, lines, cse: dict, plan: VecPlan, scalar, hoisted: tuple | None = None,
+                 preloaded: dict | None = None):
         self.ctx, self.lines, self.cse, self.plan, self.scalar = ctx, lines, cse, plan, scalar
+        self.preloaded = preloaded or {}  # Load node -> vector already in registers (transposed tiles)
         self.x = loop_var(plan.dim)
         self.lane = _sym("l")
+        # (lines before the vector loop, their broadcast cache): `scalar` then writes every uniform
+        # value there, so their broadcasts go there too (GCC does not hoist loads out of loops in
+        # OpenMP-outlined functions: the pointers' __restrict__ is lost when they are captured)
+        self.hoisted = hoisted
 
     # values: names[id] = (c_name, is_vector)
     def value(self, nl: NodeLoops, root) -> tuple[str, bool]:
@@ -196,12 +202,13 @@ class VecBody:
         if is_vec:
             return name
         key = ("B", name, d)
-        got = self.cse.get(key)
+        lines, cse = self.hoisted if self.hoisted is not None else (self.lines, self.cse)
+        got = cse.get(key)
         if got is None:
             got = self.ctx.tmp()
             fn = "stax::vec::bcast_bool" if d.is_bool else f"stax::vec::bcast<{vtype(d)}>"
-            self.lines(f"const {vtype(d)} {got} = {fn}({name});")
-            self.cse[key] = got
+            lines(f"const {vtype(d)} {got} = {fn}({name});")
+            cse[key] = got
         return got
 
     def _define(self, key, d: dt.DType, expr: str) -> str:
@@ -217,7 +224,7 @@ class VecBody:
 
     def _vnode(self, nl: NodeLoops, n, names) -> str:
         if isinstance(n, Load):
-            return self._load(nl, n, names)
+            return self.preloaded.get(n) or self._load(nl, n, names)
         if isinstance(n, IndexValue):
             t = self.ctx.tmp()
             ct = co.compute_ctype(n.dtype)

@@ -9,6 +9,7 @@ Booleans are 0/-1 lanes of `char` (a type distinct from int8_t) so they can sele
 
 from __future__ import annotations
 
+from .tiles import transpose_source
 from .vec_math import VEC_MATH
 
 # scalar-helper names mapped lane-wise when no SIMD overload exists
@@ -30,6 +31,7 @@ def vec_prelude(lanes: int) -> str:
     for name in _PRED1:
         maps.append(f"STAX_VPRED1({name})")
     text = _TEXT.replace("@W@", str(lanes)).replace("@DUP@", ", ".join(["e"] * lanes))
+    text = text.replace("@TRANSPOSE@", transpose_source(lanes))
     return text.replace("@MAPS@", "\n".join(maps)) + VEC_MATH
 
 
@@ -187,6 +189,8 @@ template <class Op, class VT> static inline typename Elem<VT>::t vec_reduce_all(
     for (int i = 1; i < W; ++i) r = op(r, v[i]);
     return r;
 }
+// W x W block transpose in registers (tiled form: a load strided along the vector loop)
+@TRANSPOSE@
 static inline bool any_lane(vbool m) { bool r = false; for (int i = 0; i < W; ++i) r = r || m[i] != 0; return r; }
 static inline bool all_lanes(vbool m) { bool r = true; for (int i = 0; i < W; ++i) r = r && m[i] != 0; return r; }
 static inline vint64 iota64() { vint64 r; for (int i = 0; i < W; ++i) r[i] = i; return r; }
@@ -261,9 +265,20 @@ template <class VT> struct VWelford {
         b.flush();
         fold(dmean, dm2, dn, b.dmean, b.dm2, b.dn);
     }
-    inline void merge_into(stax::Welford& acc) {
+    inline void merge_into(stax::Welford& acc) {  // lanes pairwise (equal counts: no division), then one merge
         flush();
-        for (int i = 0; i < W; ++i) acc.merge(dmean[i], dm2[i], dn);
+        if (dn == 0) return;
+        double m[W], q[W];
+        for (int i = 0; i < W; ++i) { m[i] = dmean[i]; q[i] = dm2[i]; }
+        int64_t cnt = dn;
+        for (int h = W / 2; h >= 1; h /= 2, cnt *= 2) {
+            for (int i = 0; i < h; ++i) {
+                double d = m[i + h] - m[i];
+                m[i] += 0.5 * d;
+                q[i] += q[i + h] + d * d * (0.5 * (double)cnt);
+            }
+        }
+        acc.merge(m[0], q[0], cnt);
     }
     template <class RT> inline RT mean_v() {
         flush();

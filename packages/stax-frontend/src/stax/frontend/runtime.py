@@ -212,8 +212,29 @@ class CompiledGraph:
             (tuple(int(s) for s in lay.sizes), tuple(int(s) for s in lay.strides), to_torch(lay.dtype))
             for lay in self.inputs
         ]
+        # precomputed for the per-call path: no seeds -> one constant list of extras;
+        # outputs that are exactly the module's outputs in order -> returned as they are
+        self._static_extras = None if any(kind == "seed" for kind, _ in self.extras) else [t for _, t in self.extras]
+        self._output_plan = tuple((spec.kind, spec.index, spec.view, spec.value) for spec in self.outputs)
+        self._plain_outputs = len(lowered.graph.outputs) == len(self.outputs) and all(
+            spec.kind == "buffer" and spec.index == k for k, spec in enumerate(self.outputs)
+        )
 
     def _conform_inputs(self, inputs: list):
+        """Every input as compiled (one comparison per property); else the careful path."""
+        device = self.device
+        for t, (sizes, strides, dtype) in zip(inputs, self._expect):
+            if not (
+                isinstance(t, torch.Tensor)
+                and t.dtype == dtype
+                and t.size() == sizes
+                and t.stride() == strides
+                and t.device == device
+            ):
+                self._conform_slow(inputs)
+                return
+
+    def _conform_slow(self, inputs: list):
         for k, (t, (sizes, strides, dtype)) in enumerate(zip(inputs, self._expect)):
             if not isinstance(t, torch.Tensor):
                 raise TypeError(f"stax: input {self.input_names[k]} should be a tensor, got {type(t).__name__}")
@@ -236,20 +257,26 @@ class CompiledGraph:
         inputs = list(args)
         args.clear()
         self._conform_inputs(inputs)
+        extras = self._static_extras
+        if extras is None:
+            extras = [_seed(self.device) if kind == "seed" else t for kind, t in self.extras]
+        if self._plain_outputs:
+            outs = self.module.call(inputs + extras)
+            return list(outs) if self.is_tuple else outs[0]
         originals = list(inputs)
-        extras = [_seed(self.device) if kind == "seed" else t for kind, t in self.extras]
         outs = self.module.call(inputs + extras)
         result = []
-        for spec in self.outputs:
-            if spec.kind == "buffer":
-                result.append(outs[spec.index])
-            elif spec.kind == "input":
-                t = originals[spec.index]
-                result.append(t if spec.view is None else _view(t, spec.view))
-            elif spec.kind == "view_of_output":
-                result.append(_view(outs[spec.index], spec.view))
+        for kind, index, view, value in self._output_plan:
+            if kind == "buffer":
+                result.append(outs[index])
+            elif kind == "view_of_output":
+                t = outs[index]
+                result.append(t.as_strided(view[0], view[1], t.storage_offset() + view[2]))
+            elif kind == "input":
+                t = originals[index]
+                result.append(t if view is None else _view(t, view))
             else:
-                result.append(spec.value)
+                result.append(value)
         return result if self.is_tuple else result[0]
 
 

@@ -1,7 +1,8 @@
 """What generated wrappers call at run time: guards, allocation, launches, error flags.
 
 `KernelLauncher` owns one planned kernel's variants and candidate configs; its first
-call asks the autotuner for a (variant, config) pair and every call launches it.
+call asks the autotuner for a (variant, config) pair and every call launches it,
+straight through the compiled kernel's launcher once Triton has built it (`DirectLaunch`).
 Benchmarking re-runs the kernel, which is harmless because kernels are pure
 functions of their inputs, except when an output shares storage with an input
 (in-place reuse): then the candidates run on a copy of the outputs.
@@ -32,19 +33,34 @@ TORCH_DTYPES = {
 
 
 def check_inputs(tensors, names, sizes, strides, dtypes, device) -> None:
-    """The layout guard of Listing 8.1: kernels index with compile-time strides."""
-    for t, name, size, stride, dtype in zip(tensors, names, sizes, strides, dtypes):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"stax-gpu: input {name}: expected a torch.Tensor, got {type(t).__name__}")
-        if tuple(t.shape) != size:
-            raise AssertionError(f"stax-gpu: input {name}: expected size {size}, got {tuple(t.shape)}")
-        actual = t.stride()
-        if t.numel() > 1 and any(s != 1 and a != e for s, a, e in zip(size, actual, stride)):
-            raise AssertionError(f"stax-gpu: input {name}: expected stride {stride}, got {tuple(actual)}")
-        if t.dtype != dtype:
-            raise AssertionError(f"stax-gpu: input {name}: expected dtype {dtype}, got {t.dtype}")
-        if t.device.type != device.type:
-            raise AssertionError(f"stax-gpu: input {name}: expected device {device.type}, got {t.device}")
+    """The layout guard of Listing 8.1: kernels index with compile-time strides.
+
+    One tuple comparison per property on the hot path; only a mismatch takes the
+    slow path, which allows strides of size-1 dims to differ and raises otherwise."""
+    dev = device.type
+    for k, t in enumerate(tensors):
+        if not (
+            isinstance(t, torch.Tensor)
+            and t.size() == sizes[k]
+            and t.stride() == strides[k]
+            and t.dtype == dtypes[k]
+            and t.device.type == dev
+        ):
+            _check_input(t, names[k], sizes[k], strides[k], dtypes[k], device)
+
+
+def _check_input(t, name, size, stride, dtype, device) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"stax-gpu: input {name}: expected a torch.Tensor, got {type(t).__name__}")
+    if tuple(t.shape) != size:
+        raise AssertionError(f"stax-gpu: input {name}: expected size {size}, got {tuple(t.shape)}")
+    actual = t.stride()
+    if t.numel() > 1 and any(s != 1 and a != e for s, a, e in zip(size, actual, stride)):
+        raise AssertionError(f"stax-gpu: input {name}: expected stride {stride}, got {tuple(actual)}")
+    if t.dtype != dtype:
+        raise AssertionError(f"stax-gpu: input {name}: expected dtype {dtype}, got {t.dtype}")
+    if t.device.type != device.type:
+        raise AssertionError(f"stax-gpu: input {name}: expected device {device.type}, got {t.device}")
 
 
 def empty_strided(sizes, strides, dtype, device) -> torch.Tensor:
@@ -133,7 +149,13 @@ def extern_call(fn, inputs, constants, sizes, strides, dtype, device) -> torch.T
 
 
 class KernelLauncher:
-    """Launches one kernel: variants {name: (KernelSource, jit fn)}, candidates in order."""
+    """Launches one kernel: variants {name: (KernelSource, jit fn)}, candidates in order.
+
+    After the first launch of the chosen config, calls go straight to the compiled
+    kernel (`DirectLaunch`) when Triton exposes it, skipping JITFunction.run's
+    per-call argument binding and cache lookup; anything the direct path cannot
+    vouch for (hooks, another device, a misaligned pointer) takes the JIT path.
+    """
 
     def __init__(self, name: str, variants: dict, candidates: list[LaunchConfig], autotuner, key: str, n_in: int, n_out: int):
         self.name = name
@@ -145,6 +167,8 @@ class KernelLauncher:
         self.n_out = n_out  # pointer arguments it writes (they follow the inputs)
         self.choice: LaunchConfig | None = None
         self._bound = None  # (launch fn, numels, kwargs) of the choice: no per-call recomputation
+        self._direct = None  # DirectLaunch of the choice, once its compiled kernel is known
+        self._try_direct = True
 
     def _bind(self, cfg: LaunchConfig):
         ks, fn = self.variants[cfg.variant]
@@ -158,6 +182,9 @@ class KernelLauncher:
             run(*args, *numels, **kwargs)
 
     def __call__(self, *args) -> None:
+        direct = self._direct
+        if direct is not None and direct(args):
+            return
         if self._bound is None:
             if self.choice is None:
                 trial = self._trial_args(args)
@@ -165,8 +192,19 @@ class KernelLauncher:
                 log.info("%s: %s", self.name, self.choice.key())
             self._bound = self._bind(self.choice)
         run, numels, kwargs = self._bound
-        if run is not None:
-            run(*args, *numels, **kwargs)
+        if run is None:
+            return
+        if self._try_direct:  # launch once through the JIT, keeping its compiled kernel
+            self._try_direct = False
+            ks, fn = self.variants[self.choice.variant]
+            g = grid(ks, self.choice)
+            jit_run = getattr(fn, "run", None)
+            if jit_run is not None:
+                compiled = jit_run(*args, *numels, grid=g, warmup=False, **kwargs)
+                if compiled is not None:
+                    self._direct = DirectLaunch.build(fn, compiled, g, args, numels, kwargs)
+                return
+        run(*args, *numels, **kwargs)
 
     def _trial_args(self, args):
         """Arguments for benchmark runs: outputs copied if they alias an input."""
@@ -176,3 +214,66 @@ class KernelLauncher:
         if not any(args[k].untyped_storage().data_ptr() in ins for k in outs):
             return args
         return tuple(a.clone() if k in outs else a for k, a in enumerate(args))
+
+
+class DirectLaunch:
+    """One compiled Triton kernel launched without JITFunction.run (Triton >= 3.4).
+
+    `build` asks the JIT function for the CompiledKernel of these exact arguments
+    (compiling or finding it as a normal launch would) and fixes the launcher's
+    argument tuple: pointers, then the constant numels and constexprs in parameter
+    order. The kernel was specialized for 16-byte-aligned pointers on one device, so
+    a call whose pointers or device differ, or with launch hooks set, returns False
+    and the caller takes the JIT path (which re-specializes) instead.
+    """
+
+    __slots__ = ("launcher", "function", "metadata", "grid", "tail", "device", "get_device", "get_stream", "knobs")
+
+    @staticmethod
+    def build(fn, kernel, g, args, numels, kwargs) -> DirectLaunch | None:
+        """The direct launcher of `kernel` (what `fn.run` just launched for `args`), or None."""
+        try:
+            import triton
+            from triton import knobs
+            from triton.runtime.driver import driver
+
+            if tuple(int(p) for p in triton.__version__.split(".")[:2]) < (3, 4):
+                return None
+            if not all(isinstance(a, torch.Tensor) and a.is_cuda and not a.data_ptr() % 16 for a in args):
+                return None
+            names = list(fn.arg_names)
+            fixed = len(args) + len(numels)
+            if len(names) < fixed:
+                return None
+            tail = numels + tuple(kwargs[n] for n in names[fixed:])
+            active = driver.active
+            return DirectLaunch(kernel, g, tail, active.get_current_device, active.get_current_stream, knobs.runtime)
+        except Exception as e:  # noqa: BLE001 - any API difference: keep the JIT path
+            log.info("stax-gpu: direct launch unavailable (%s: %s)", type(e).__name__, e)
+            return None
+
+    def __init__(self, kernel, g, tail, get_device, get_stream, knobs_runtime):
+        self.launcher = kernel.run  # the module's launcher (loads the module on this device)
+        self.function = kernel.function
+        self.metadata = kernel.packed_metadata
+        self.grid = (g[0], g[1] if len(g) > 1 else 1, g[2] if len(g) > 2 else 1)
+        self.tail = tail
+        self.get_device = get_device
+        self.get_stream = get_stream
+        self.device = get_device()
+        self.knobs = knobs_runtime
+
+    def __call__(self, args) -> bool:
+        for a in args:
+            if a.data_ptr() & 15:
+                return False
+        device = self.get_device()
+        if device != self.device:
+            return False
+        rt = self.knobs
+        enter, exit_ = rt.launch_enter_hook, rt.launch_exit_hook
+        if (enter is not None and getattr(enter, "calls", True)) or (exit_ is not None and getattr(exit_, "calls", True)):
+            return False
+        g0, g1, g2 = self.grid
+        self.launcher(g0, g1, g2, self.get_stream(device), self.function, self.metadata, None, enter, exit_, *args, *self.tail)
+        return True
