@@ -23,7 +23,7 @@ from .accumulators import AccEmitter, Accumulator
 from .loops import NodeLoops, linear_coeffs, loop_var, parallel_depth
 from .nests import Nest, dense_extent, plan_nests
 from .tiles import emit_tiled_group
-from .vec_body import VecBody, VecPlan, plan_vector
+from .vec_body import VEC_SCANS, VecBody, VecPlan, plan_vector, vtype
 
 
 class Lines:
@@ -451,7 +451,32 @@ class KernelEmitter:
                 v = body.vec(name, is_vec, nl.node.body.value.dtype)
                 self.accs.vupdate(lines, a, v, self._vri(lines, a, plan))
 
+    def emit_vector_scan(self, lines: Lines, group: list[NodeLoops], start: int, plan: VecPlan) -> None:
+        """Scans along the vector loop: per block, the inclusive prefix of the W values combined with
+        the running value (the scalar accumulator, which the ragged tail continues), stored whole."""
+        head = group[0]
+        stack: list = []
+        self.open_loops(lines, head.sizes, start, plan.dim, stack)
+        accs = self.init_accs(lines, group)
+
+        def full():
+            body = VecBody(self.ctx, lines, {}, plan, ScalarBody(self.ctx, lines, {}))
+            for nl, a in zip(group, accs):
+                name, is_vec = body.value(nl, nl.node.body.value)
+                v = body.vec(name, is_vec, nl.node.body.value.dtype)
+                p = self.ctx.tmp()
+                lines(f"const {vtype(nl.node.body.value.dtype)} {p} = stax::vec::scan_{VEC_SCANS[nl.accumulate]}"
+                      f"({v}, {a.acc});")
+                lines(f"{a.acc} = {p}[{plan.lanes - 1}];")
+                body.store(nl, p, True)
+
+        self._block(lines, plan, head.sizes, full, lambda: self._scalar_bodies(lines, group, accs))
+        self.close_loops(stack, len(stack))
+
     def emit_vector_group(self, lines: Lines, group: list[NodeLoops], start: int, plan: VecPlan) -> None:
+        if plan.scan:
+            self.emit_vector_scan(lines, group, start, plan)
+            return
         head = group[0]
         n, npoint = len(head.sizes), head.npoint
         stack: list = []

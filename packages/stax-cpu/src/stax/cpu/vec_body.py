@@ -56,6 +56,7 @@ class VecPlan:
     tile_dim: int | None = None  # 2-D tiled form (§8.2): the other tiled loop
     tile: int = 0  # tile edge (elements)
     unroll: int = 1  # horizontal reductions: blocks per step of the main loop, one accumulator each
+    scan: bool = False  # scans along the vector loop: in-vector prefix, then the running carry
 
 
 def _body_ok(nl: NodeLoops) -> bool:
@@ -116,7 +117,9 @@ def plan_vector(group: list[NodeLoops], start: int, vector_bytes: int, tile: boo
     if not all(_body_ok(nl) for nl in group):
         return None
     reds = [nl for nl in group if nl.is_reduction]
-    if reds and (head.nred == 0 or any(nl.is_scan or not vector_reduction(nl) for nl in reds)):
+    if any(nl.is_scan for nl in group):
+        return _scan_plan(group, start, vector_bytes // 4)
+    if reds and (head.nred == 0 or any(not vector_reduction(nl) for nl in reds)):
         return None
     lanes = vector_bytes // 4
     if tile and not reds and n - start >= 2:
@@ -143,6 +146,23 @@ def plan_vector(group: list[NodeLoops], start: int, vector_bytes: int, tile: boo
         while unroll > 1 and chains * unroll > UNROLL:  # several reductions are independent chains already
             unroll //= 2
     return VecPlan(dim, lanes, vertical, head.sizes[dim] % lanes != 0, unroll=unroll)
+
+
+# scans with an in-vector prefix (stax::vec::scan_<op>): the index scans and logcumsumexp stay scalar
+VEC_SCANS = {"cumsum": "add", "cumprod": "mul", "cummax": "max", "cummin": "min"}
+
+
+def _scan_plan(group: list[NodeLoops], start: int, lanes: int) -> VecPlan | None:
+    """Scans only, along a loop their reads and writes are contiguous on (cumsum(-1)): W steps at a
+    time — the inclusive prefix of W values in registers (log2 W shifts), then the running carry."""
+    head = group[0]
+    n = len(head.sizes)
+    if any(not nl.is_scan or nl.accumulate not in VEC_SCANS or nl.node.body.value.dtype.is_bool for nl in group):
+        return None
+    dim = n - 1  # the scan axis runs last
+    if dim < start or head.sizes[dim] < lanes or _access_score(group, dim) <= 0:
+        return None
+    return VecPlan(dim, lanes, False, head.sizes[dim] % lanes != 0, scan=True)
 
 
 def vector_reduction(nl: NodeLoops) -> bool:

@@ -20,6 +20,18 @@ _BINARY_ERR = "floordiv truncdiv remainder fmod pow".split()
 _PRED1 = "isnan isinf isfinite signbit".split()
 
 
+def _prefix_source(lanes: int) -> str:
+    """Inclusive prefix of W lanes under `op`: log2 W steps of `v = op(v, v shifted up by s lanes)`,
+    the lanes shifted in being the identity (`__builtin_shufflevector` takes constant indices)."""
+    steps, s = [], 1
+    while s < lanes:
+        idx = ", ".join(str(lanes + c if c < s else c - s) for c in range(lanes))
+        steps.append(f"    v = op(v, __builtin_shufflevector(v, ident, {idx}));")
+        s *= 2
+    return ("template <class VT, class Op> static inline VT prefix(VT v, VT ident, Op op) {\n" + "\n".join(steps)
+            + "\n    return v;\n}")
+
+
 def vec_prelude(lanes: int) -> str:
     maps = []
     for name in _UNARY:
@@ -31,7 +43,7 @@ def vec_prelude(lanes: int) -> str:
     for name in _PRED1:
         maps.append(f"STAX_VPRED1({name})")
     text = _TEXT.replace("@W@", str(lanes)).replace("@DUP@", ", ".join(["e"] * lanes))
-    text = text.replace("@TRANSPOSE@", transpose_source(lanes))
+    text = text.replace("@TRANSPOSE@", transpose_source(lanes)).replace("@PREFIX@", _prefix_source(lanes))
     return text.replace("@MAPS@", "\n".join(maps)) + VEC_MATH
 
 
@@ -191,6 +203,24 @@ template <class Op, class VT> static inline typename Elem<VT>::t vec_reduce_all(
 }
 // W x W block transpose in registers (tiled form: a load strided along the vector loop)
 @TRANSPOSE@
+// ---- scans along the vector loop: in-register inclusive prefix, then the carry of earlier blocks ----
+@PREFIX@
+struct vop_add { template <class VT> VT operator()(VT a, VT b) const { return a + b; } };
+struct vop_mul { template <class VT> VT operator()(VT a, VT b) const { return a * b; } };
+struct vop_max { template <class VT> VT operator()(VT a, VT b) const { return maximum(a, b); } };
+struct vop_min { template <class VT> VT operator()(VT a, VT b) const { return minimum(a, b); } };
+template <class VT, class T> static inline VT scan_add(VT v, T carry) {
+    return prefix(v, bcast<VT>(0), vop_add{}) + bcast<VT>(carry);
+}
+template <class VT, class T> static inline VT scan_mul(VT v, T carry) {
+    return prefix(v, bcast<VT>(1), vop_mul{}) * bcast<VT>(carry);
+}
+template <class VT, class T> static inline VT scan_max(VT v, T carry) {  // carry starts at the lowest value
+    return maximum(prefix(v, bcast<VT>(carry), vop_max{}), bcast<VT>(carry));
+}
+template <class VT, class T> static inline VT scan_min(VT v, T carry) {
+    return minimum(prefix(v, bcast<VT>(carry), vop_min{}), bcast<VT>(carry));
+}
 static inline bool any_lane(vbool m) { bool r = false; for (int i = 0; i < W; ++i) r = r || m[i] != 0; return r; }
 static inline bool all_lanes(vbool m) { bool r = true; for (int i = 0; i < W; ++i) r = r && m[i] != 0; return r; }
 static inline vint64 iota64() { vint64 r; for (int i = 0; i < W; ++i) r[i] = i; return r; }
