@@ -9,14 +9,17 @@ kernel grouping a GPU fusion policy should reach — the fallback when the front
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from stax.ir import ComputedBuffer, Graph, InputBuffer, Layout, Pointwise, Reduction, Scan, const, load, op
 from stax.ir import dtypes as dt
 from stax.ir.index import pointwise_vars, reduction_vars, var
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root, for `benchmarks`
 
 # bench_gpu.py --dry-run shrinks the suite to run on CPU tensors under the Triton interpreter
 N = int(os.environ.get("STAX_GPU_BENCH_ROWS", 16384))
@@ -28,50 +31,20 @@ i0, i1 = pointwise_vars(2)
 S = var("s", 0)
 
 
-# ---- eager definitions (same as benchmarks/cpu/workloads.py) ----
-def softmax(x):
-    return torch.softmax(x, -1)
-
-
-def layernorm(x, w, b):
-    return F.layer_norm(x, (x.shape[-1],), w, b, 1e-5)
-
-
-def rmsnorm(x, w):
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
-
-
-def silu(x):
-    return F.silu(x)
-
-
-def bias_gelu_residual(x, b, r):
-    return F.gelu(x + b) + r
-
-
-def div_by_sum(x):
-    return x / x.sum(-1, keepdim=True)
-
-
-def exp_sum_amax(x):
-    e = x.exp()
-    return e.sum(-1), e.amax(-1)
-
-
-def transpose_add(x, y):
-    return x.t() + y
-
-
-def log_softmax_nll(x, target):
-    return F.nll_loss(F.log_softmax(x, -1), target)
-
-
-def var_mean(x):
-    return torch.var_mean(x, -1)
-
-
-def cumsum(x):
-    return torch.cumsum(x, -1)
+# The eager definitions are the micro suite's own (one source of truth for both devices).
+from benchmarks.workloads.micro import (  # noqa: E402
+    bias_gelu_residual,
+    cumsum,
+    div_by_sum,
+    exp_sum_amax,
+    layernorm,
+    log_softmax_nll,
+    rmsnorm,
+    silu,
+    softmax,
+    transpose_add,
+    var_mean,
+)
 
 
 # ---- IR graphs (GPU materialization: cheap pointwise values inlined) ----
