@@ -14,6 +14,8 @@ import functools
 import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
 
+from .lowering.extern import EXTERN_OPS
+
 aten = torch.ops.aten
 
 # Composite ops that core ATen keeps whole but that Stax wants as reductions + pointwise.
@@ -72,15 +74,8 @@ EXTRA = [
 
 # Ops Stax keeps whole: lowered natively (one reduction / one body) or called as extern kernels.
 KEEP = [
-    aten.mm,
-    aten.addmm,
-    aten.bmm,
-    aten.baddbmm,
-    aten.convolution,
-    aten.convolution_backward,
-    # torch 2.13's decomposition of the flash-attention forward disagrees with the flash
-    # backward (wrong grads even with aot_eager): call the library kernel instead.
-    aten._scaled_dot_product_flash_attention_for_cpu,
+    *EXTERN_OPS,  # library kernels (lowering/extern.py); incl. the CPU flash attention, whose torch 2.13
+    # decomposition disagrees with the flash backward (wrong grads even with aot_eager)
     aten.gelu,
     aten.var,
     aten.var_mean,
