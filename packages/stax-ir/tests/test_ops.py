@@ -370,8 +370,11 @@ def op_case(draw):
     rows = [r for r in zip(*cols) if _valid(name, d, r)]
     if name == "pow" and d.is_integer:
         rows = [r for r in rows if r[1] <= 200]
-    if not rows:
-        rows = [tuple(edge_values(d)[1] if not (name == "where" and k == 0) else True for k in range(arity))]
+    if not rows:  # every drawn row was an error by definition: use the first valid edge-value row
+        pool = edge_values(d)
+        rows = [next(r for r in itertools.product(pool, repeat=arity) if _valid(name, d, r))]
+        if name == "where":
+            rows = [(True,) + rows[0][1:]]
     return name, d, rows
 
 
