@@ -12,6 +12,13 @@ so a run cut short still leaves its answers.
     PYTHONPATH=$(ls -d packages/*/src | paste -sd:) python3 benchmarks/gpu/bench_gpu.py --out DIR
     python3 benchmarks/gpu/bench_gpu.py --aot       # no GPU: compile every stax kernel for sm_90
     python3 benchmarks/gpu/bench_gpu.py --dry-run   # no GPU: tiny shapes, CPU tensors, interpreter
+
+A/B variants: `--variants default,hoist_loads=0,split_min_chunk=512` also builds stax under
+each GpuConfig override (fields of stax.gpu.GpuConfig; `+` joins several in one variant,
+e.g. `autotune=0+persistent_reduction_max=2048`; `@name|name` limits a variant to some
+workloads, e.g. `tile_swap=1@transpose+add`), times it interleaved with the others and
+reports it as `stax[variant]` (own rows in the A/B table, ratios against default stax).
+The frontend path hands a variant to stax.gpu through STAX_GPU_CONFIG while it compiles.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ import torch  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stax.gpu  # noqa: E402
 from stax.gpu import GpuConfig  # noqa: E402
+from stax.gpu.config import parse_overrides  # noqa: E402
 from stax.gpu.testing import build_schedule  # noqa: E402
 from workloads_gpu import C, N, nbytes, suite  # noqa: E402
 
@@ -143,9 +151,14 @@ def fresh_copy(fn, tag: str):
     return types.FunctionType(code, fn.__globals__, code.co_name, fn.__defaults__, fn.__closure__)
 
 
-def stax_frontend(fn, inputs):
-    """torch.compile(backend='stax'); None unless the graph really went through stax.gpu."""
+def stax_frontend(fn, inputs, variant: str = ""):
+    """torch.compile(backend='stax'); None unless the graph really went through stax.gpu.
+    `variant` (GpuConfig overrides, 'a=1+b=2') is in STAX_GPU_CONFIG while it compiles;
+    the dry run routes its CPU tensors to stax.gpu (device_override='gpu')."""
+    import contextlib
+
     import stax.frontend  # noqa: F401
+    from stax.frontend import config as fe_config
 
     try:
         from stax.frontend.backend import register
@@ -154,8 +167,18 @@ def stax_frontend(fn, inputs):
     except Exception:  # noqa: BLE001 - the entry point may already be installed
         pass
     before = ROUTED["calls"]
-    compiled = torch.compile(fresh_copy(fn, "stax"), backend="stax")
-    compiled(*inputs)
+    tag = "stax" if not variant else f"stax_v{abs(hash(variant)) % 10**8}"
+    compiled = torch.compile(fresh_copy(fn, tag), backend="stax")
+    old = os.environ.get("STAX_GPU_CONFIG")
+    os.environ["STAX_GPU_CONFIG"] = ",".join(x for x in (old or "", variant.replace("+", ",")) if x)
+    try:
+        with fe_config.patch(device_override="gpu") if DRY else contextlib.nullcontext():
+            compiled(*inputs)
+    finally:
+        if old is None:
+            os.environ.pop("STAX_GPU_CONFIG", None)
+        else:
+            os.environ["STAX_GPU_CONFIG"] = old
     sync()
     if ROUTED["calls"] == before:
         return None
@@ -205,7 +228,26 @@ def build_stax(w, inputs, ref, log: dict):
     return None, None, None
 
 
-def bench_workload(w, rounds: int, copy_bw: float, skip_inductor: bool) -> dict:
+def kernel_defs(sources) -> list[str]:
+    """The Triton kernel function names defined in generated module sources."""
+    return [ln.split("(")[0][4:] for src in sources for ln in src.splitlines() if ln.startswith("def triton_")]
+
+
+def build_variant(w, path: str, variant: str, inputs, ref) -> tuple:
+    """(callable, kernel names or None, correct, max abs err) of stax under one GpuConfig variant."""
+    if path == "frontend":
+        before = len(ROUTED["sources"])
+        compiled = stax_frontend(w.fn, inputs, variant)
+        if compiled is None:
+            raise RuntimeError("did not route the graph to stax.gpu")
+        ok, err = max_err(compiled(*inputs), ref, *w.tol)
+        return (lambda: compiled(*inputs)), kernel_defs(ROUTED["sources"][before:]), ok, err
+    module = stax_ir(w, path.split("-")[1], GpuConfig.from_env(**parse_overrides(variant.replace("+", ","))))
+    ok, err = max_err(flat(module.call(list(inputs))), ref, *w.tol)
+    return (lambda: module.call(list(inputs))), list(module.kernel_names), ok, err
+
+
+def bench_workload(w, rounds: int, copy_bw: float, skip_inductor: bool, variants=()) -> dict:
     rec = {"name": w.name}
     inputs = w.make_inputs()
     ref = w.fn(*inputs)
@@ -214,7 +256,10 @@ def bench_workload(w, rounds: int, copy_bw: float, skip_inductor: bool) -> dict:
     impls = {"eager": lambda: w.fn(*inputs)}
     torch._dynamo.reset()  # once per workload, before either compiler runs
     t = time.time()
+    n_sources = len(ROUTED["sources"])
     path, stax_fn, module = build_stax(w, inputs, ref, rec)
+    if path == "frontend":
+        rec["stax_kernels"] = kernel_defs(ROUTED["sources"][n_sources:])
     rec["stax_compile_s"] = round(time.time() - t, 2)
     rec["stax_path"] = path
     if stax_fn is not None:
@@ -224,6 +269,24 @@ def bench_workload(w, rounds: int, copy_bw: float, skip_inductor: bool) -> dict:
             if "ERRORS.end()" in module.source:  # also time it without the bounds check
                 m2 = stax_ir(w, path.split("-")[1], GpuConfig.from_env(bounds_check="off"))
                 impls["stax_nocheck"] = lambda: m2.call(list(inputs))
+    if stax_fn is not None:
+        rec["variants"] = []
+        for v in variants:
+            v, _, names = v.partition("@")
+            if names and w.name not in names.split("|"):
+                continue
+            t = time.time()
+            entry = {"variant": v}
+            try:
+                fn_v, kernels_v, ok, err = build_variant(w, path, v, inputs, ref)
+                entry.update(correct=ok, max_abs_err=err, compile_s=round(time.time() - t, 2))
+                if kernels_v is not None:
+                    entry["kernels"] = kernels_v
+                if ok:
+                    impls[f"stax[{v}]"] = fn_v
+            except Exception as e:  # noqa: BLE001 - a variant's failure must not cost the workload
+                entry["error"] = f"{type(e).__name__}: {e}"[:300]
+            rec["variants"].append(entry)
     if not skip_inductor:
         try:
             t = time.time()
@@ -264,6 +327,14 @@ def bench_workload(w, rounds: int, copy_bw: float, skip_inductor: bool) -> dict:
             rec["stax_vs_inductor"] = round(rec["inductor_ms"] / rec["stax_ms"], 3)
     if "inductor_ms" in rec:
         rec["inductor_vs_eager"] = round(rec["eager_ms"] / rec["inductor_ms"], 3)
+    for entry in rec.get("variants", []):
+        ms = rec.get(f"stax[{entry['variant']}]_ms")
+        if ms is None:
+            continue
+        entry.update(ms=ms, pct_copy=rec[f"stax[{entry['variant']}]_pct_copy"],
+                     vs_stax=round(rec["stax_ms"] / ms, 3))
+        if "inductor_ms" in rec:
+            entry["vs_inductor"] = round(rec["inductor_ms"] / ms, 3)
     return rec
 
 
@@ -295,6 +366,18 @@ def markdown(result: dict) -> str:
         )
     lines += ["", f"geomean speedup over eager: stax {result.get('geomean_stax_vs_eager')}, "
               f"inductor {result.get('geomean_inductor_vs_eager')}; stax over inductor {result.get('geomean_stax_vs_inductor')}"]
+    ab = [(r, e) for r in result["workloads"] for e in r.get("variants", [])]
+    if ab:
+        lines += ["", "A/B: stax under GpuConfig variants (timed interleaved with default stax, inductor, eager;"
+                  " vs stax > 1: the variant is faster)", "",
+                  "| workload | variant | stax ms (default) | variant ms | vs stax | vs inductor | % copy BW | correct |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for r, e in ab:
+            if "error" in e:
+                lines.append(f"| {r['name']} | {e['variant']} | {r.get('stax_ms')} | {e['error'][:120]} |||||")
+                continue
+            lines.append(f"| {r['name']} | {e['variant']} | {r.get('stax_ms')} | {e.get('ms')} | {e.get('vs_stax')} | "
+                         f"{e.get('vs_inductor')} | {e.get('pct_copy')} | {e.get('correct')} |")
     return "\n".join(lines) + "\n"
 
 
@@ -348,7 +431,12 @@ def main() -> int:
     ap.add_argument("--skip-inductor", action="store_true")
     ap.add_argument("--aot", action="store_true", help="compile the stax kernels for sm_90 only (no GPU)")
     ap.add_argument("--dry-run", action="store_true", help="tiny shapes on CPU under the Triton interpreter")
+    ap.add_argument("--variants", default="", help="GpuConfig variants of stax to time as well, comma-separated; "
+                    "'+' joins overrides within one variant ('default' is always timed)")
     a = ap.parse_args()
+    variants = [v.strip() for v in a.variants.split(",") if v.strip() and v.strip() != "default"]
+    for v in variants:  # a typo fails now, not after minutes on the device
+        parse_overrides(v.partition("@")[0].replace("+", ","))
     only = {s.strip() for s in a.only.split(",") if s.strip()}
     if a.aot:
         aot(only)
@@ -363,6 +451,7 @@ def main() -> int:
         "python": sys.version.split()[0],
         "shape": [N, C],
         "rounds": a.rounds,
+        "variants": variants,
         "workloads": [],
     }
     bw = copy_bandwidth()
@@ -376,7 +465,7 @@ def main() -> int:
             continue
         CAPTURE.lines.clear()
         try:
-            rec = bench_workload(w, a.rounds, bw, a.skip_inductor)
+            rec = bench_workload(w, a.rounds, bw, a.skip_inductor, variants)
         except Exception as e:  # noqa: BLE001 - one workload's failure must not cost the others
             rec = {"name": w.name, "error": f"{type(e).__name__}: {e}"[:500], "trace": traceback.format_exc()[-3000:]}
         rec["stax_log"] = CAPTURE.lines[-40:]

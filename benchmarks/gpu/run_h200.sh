@@ -30,6 +30,8 @@ echo "pytest exit code: $?" >> "$OUT/gpu_tests.txt"
 tail -n 30 "$OUT/gpu_tests.txt"
 
 # 2. the benchmark: stax vs inductor vs eager, 16384x4096 fp32, interleaved medians
-timeout 420 $PY benchmarks/gpu/bench_gpu.py --out "$OUT" --deadline 380 > "$OUT/gpu_bench.log" 2>&1
+# STAX_BENCH_VARIANTS (e.g. "static_masks=0,tile_swap=1@transpose+add") adds A/B rows of stax variants
+timeout 420 $PY benchmarks/gpu/bench_gpu.py --out "$OUT" --deadline 380 ${STAX_BENCH_VARIANTS:+--variants "$STAX_BENCH_VARIANTS"} \
+  > "$OUT/gpu_bench.log" 2>&1
 echo "bench exit code: $?" >> "$OUT/gpu_bench.log"
 tail -n 40 "$OUT/gpu_bench.log"

@@ -103,7 +103,7 @@ def test_many_kernels_split_into_parallel_units(tmp_path, caplog):
 
     sched = Schedule(g, tuple(Kernel(f"kernel{k}", "pointwise", (n.name,), ((11,), ())) for k, n in enumerate(nodes)),
                      MemoryPlan())
-    cfg = CpuConfig(cache_dir=str(tmp_path), compile_workers=2)
+    cfg = CpuConfig(cache_dir=str(tmp_path), compile_workers=2, regions=False)  # one function per kernel
     with caplog.at_level(logging.INFO, logger="stax.cpu"):
         mod = compile_schedule(sched, config=cfg)
     assert "compiling 2 C++ unit(s)" in caplog.text

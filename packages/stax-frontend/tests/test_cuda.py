@@ -35,10 +35,8 @@ SUBSET = [
     "embedding", "index_tensor", "scatter_add", "index_put_acc", "where_clamp", "mse", "cross_entropy",
     "max_pool2d", "avg_pool2d",
 ]
-# stax.sched's GpuPolicy fuses group_norm's pointwise nodes over (4, 6, 8) with its
-# (n=8, r=24) reductions by splitting the 6-dim (splittable()), which stax.gpu's planner
-# (plan._dims: prefix splits only) rejects. Strict: remove the mark once they agree.
-KNOWN = {"group_norm": "GpuPolicy.splittable splits a dim that stax.gpu plan._dims cannot"}
+# Cases known to fail on the GPU route: {name: reason} (xfail, strict: remove once fixed).
+KNOWN: dict[str, str] = {}
 CUDA_CASES = [
     pytest.param(c, id=c[0], marks=[pytest.mark.xfail(reason=KNOWN[c[0]], strict=True)] if c[0] in KNOWN else [])
     for c in CASES if c[0] in SUBSET

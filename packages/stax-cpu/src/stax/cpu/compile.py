@@ -10,10 +10,10 @@ import ctypes
 import logging
 import time
 
-from stax.ir import ExternKernel, loads
+from stax.ir import ExternKernel, body_roots, loads
 from stax.ir import dtypes as dt
 from stax.sched import CompiledModule, Schedule
-from stax.sched.schedule import EXTERN
+from stax.sched.schedule import EXTERN, SCATTER
 
 from . import isa as isa_mod
 from . import runtime, toolchain
@@ -21,6 +21,8 @@ from .config import CpuConfig, resolve_cache_dir, resolve_num_threads, resolve_w
 from .kernel import KernelSource, emit_kernel
 from .malloc_tuning import tune_malloc
 from .prelude import PRELUDE
+from .regions import ERR_SLOT, RegionPlanner, emit_region
+from .scatter import emit_scatter_kernel
 from .vec_prelude import vec_prelude
 from .wrapper import wrapper_source
 
@@ -34,7 +36,7 @@ def _reads(graph, kernel) -> set:
         if isinstance(node, ExternKernel):
             out.update(node.inputs)
         else:
-            out.update(ld.buffer for ld in loads(node.body.value))
+            out.update(ld.buffer for root in body_roots(node.body) for ld in loads(root))
     return out
 
 
@@ -49,16 +51,34 @@ def escaping_buffers(schedule: Schedule, kernel) -> set:
 
 
 def generate_kernels(schedule: Schedule, config: CpuConfig, isa: isa_mod.Isa, threads: int) -> list[KernelSource]:
-    """The C++ function of every non-extern kernel, in schedule order."""
-    return [
-        emit_kernel(k, schedule.graph, threads, config.min_chunk,
-                    vector_bytes=isa.vector_bytes if config.vectorize else 0,
-                    escaping=escaping_buffers(schedule, k), tile=config.tile,
-                    stream_bytes=config.stream_bytes if isa.vector_bytes else None,
-                    huge_bytes=config.huge_page_bytes)
-        for k in schedule.kernels
-        if k.kind != EXTERN
-    ]
+    """The C++ functions of the non-extern kernels, in schedule order: one per kernel, or one per
+    region of consecutive loop-nest kernels (`KernelSource.kernels`, regions.py)."""
+    vector_bytes = isa.vector_bytes if config.vectorize else 0
+    stream_bytes = config.stream_bytes if isa.vector_bytes else None
+    planner = RegionPlanner(schedule, merge=True, vector_bytes=vector_bytes, tile=config.tile, threads=threads,
+                            localize=config.localize, localize_bytes=config.localize_bytes,
+                            escaping_of=lambda k: escaping_buffers(schedule, k))
+    regions = {r.kernels[0].name: r for r in planner.plan(config.regions) if len(r.kernels) > 1}
+    out: list[KernelSource] = []
+    skip = 0
+    for k in schedule.kernels:
+        if skip:
+            skip -= 1
+            continue
+        region = regions.get(k.name)
+        if region is not None:
+            log.debug("%s: %s share one parallel region", region.name, ", ".join(x.name for x in region.kernels))
+            out.append(emit_region(region, schedule.graph, threads, config.min_chunk, vector_bytes=vector_bytes,
+                                   tile=config.tile, stream_bytes=stream_bytes, huge_bytes=config.huge_page_bytes,
+                                   roots=planner.roots))
+            skip = len(region.kernels) - 1
+        elif k.kind == SCATTER:
+            out.append(emit_scatter_kernel(k, schedule.graph, threads, config.min_chunk))
+        elif k.kind != EXTERN:
+            out.append(emit_kernel(k, schedule.graph, threads, config.min_chunk, vector_bytes=vector_bytes,
+                                   escaping=escaping_buffers(schedule, k), tile=config.tile,
+                                   stream_bytes=stream_bytes, huge_bytes=config.huge_page_bytes))
+    return out
 
 
 KERNELS_PER_UNIT = 8
@@ -125,19 +145,31 @@ def compile_schedule(schedule: Schedule, *, allocator=None, extern_kernels=None,
         return f
 
     index_loads = {k.name: k.index_loads for k in kernels}
+    runs = {k.name: k.kernels or (k.name,) for k in kernels}
+    slots = max((k.err_slots for k in kernels), default=1)
+
+    def raise_error(err, fname):
+        """The first kernel of the function whose error record is set (regions: one record each)."""
+        for pos, kname in enumerate(runs.get(fname, (fname,))):
+            rec = (ctypes.c_int64 * ERR_SLOT).from_address(ctypes.addressof(err) + 8 * ERR_SLOT * pos)
+            if rec[0]:
+                runtime.raise_kernel_error(rec, kname, index_loads.get(fname, ()))
+        runtime.raise_kernel_error(err, fname, index_loads.get(fname, ()))
+
     ns.update(
         empty_strided=allocator.empty_strided,
         data_ptr=allocator.data_ptr,
         as_strided=getattr(allocator, "as_strided", None),
         check_input=lambda buf, sizes, strides, d, name: runtime.check_input(allocator, buf, sizes, strides, d, name),
-        new_err=runtime.new_error_array,
+        new_err=runtime.new_error_array if slots == 1 else (lambda: (ctypes.c_int64 * (ERR_SLOT * slots))()),
         addressof=ctypes.addressof,
-        raise_error=lambda err, kname: runtime.raise_kernel_error(err, kname, index_loads.get(kname, ())),
+        raise_error=raise_error,
         fix_layout=runtime.LayoutFixer(allocator, build_copy),
         **{f"dt_{d.name}": d for d in dt.ALL_DTYPES},
     )
     local = {b for k in kernels for b in k.local}
-    wsrc = wrapper_source(schedule, {k.name: k.params for k in kernels}, externs, local)
+    wsrc = wrapper_source(schedule, {k.name: k.params for k in kernels}, externs, local,
+                          {k.name: k.kernels for k in kernels if len(k.kernels) > 1})
     if ns["as_strided"] is None and "as_strided(" in wsrc:
         raise RuntimeError("memory plan reuses a buffer with another layout but the allocator has no as_strided")
     exec(compile(wsrc, f"<stax-cpu wrapper {schedule.content_hash()[:12]}>", "exec"), ns)
@@ -145,5 +177,5 @@ def compile_schedule(schedule: Schedule, *, allocator=None, extern_kernels=None,
         f"// ---- C++ ({isa.name}, {threads} threads) ----\n{unit_source(kernels, isa)}\n"
         f"# ---- Python wrapper ----\n{wsrc}"
     )
-    log.info("compiled %d kernel(s) in %.3f s", len(kernels), time.perf_counter() - t0)
-    return CompiledModule(source, ns["call"], "cpu", tuple(k.name for k in kernels))
+    log.info("compiled %d kernel(s) in %.3f s", sum(len(k.kernels) or 1 for k in kernels), time.perf_counter() - t0)
+    return CompiledModule(source, ns["call"], "cpu", tuple(n for k in kernels for n in (k.kernels or (k.name,))))

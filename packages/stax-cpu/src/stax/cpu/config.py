@@ -24,6 +24,13 @@ class CpuConfig:
     vectorize: bool = True  # emit the vectorized kernel form where legal
     tile: bool = True  # emit 2-D tiled loops for transpose-like access (§8.2)
     min_chunk: int = 512  # Algorithm 8.1's minimum iterations per thread (m)
+    # consecutive kernels of a graph (no extern call between them) share one C++ function and one
+    # OpenMP parallel region (§8.5), barriers only where a loop reads or overwrites an earlier one's data
+    regions: bool = True
+    # inside a region, an intermediate written by one loop and read only by the next is computed per
+    # chunk of rows into a per-thread scratch array of about `localize_bytes` (compute_at, README)
+    localize: bool = True
+    localize_bytes: int = 128 << 10
     # outputs at least this large use non-temporal vector stores; off by default: with freshly
     # page-faulted output buffers (every call of a torch/numpy allocator) they measured slower
     stream_bytes: int | None = None

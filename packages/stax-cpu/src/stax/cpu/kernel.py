@@ -61,6 +61,7 @@ class KernelContext:
     local: dict = field(default_factory=dict)  # buffer -> LocalBuffer (kernel-local scratch)
     streaming: frozenset = frozenset()  # outputs large enough for non-temporal vector stores
     huge: tuple = ()  # (pointer, bytes) of outputs advised to use transparent huge pages
+    prefetch: int = 0  # bytes ahead to prefetch contiguous vector loads of memory buffers (0: none)
 
     def ptr(self, buf: str) -> str:
         if buf in self.local:
@@ -246,7 +247,9 @@ class KernelEmitter:
             return False
         return head.total() / self.threads >= self.min_chunk
 
-    def emit_nest(self, lines: Lines, nest: Nest, depth: int, in_region: bool) -> None:
+    def emit_nest(self, lines: Lines, nest: Nest, depth: int, in_region: bool, nowait: bool = False) -> None:
+        """`nowait`: inside a region, no barrier after this nest (no later loop before the next
+        barrier reads or overwrites what it touches)."""
         for nl in nest.node_loops():
             kind = ("scan " if nl.is_scan else "reduction ") + nl.accumulate if nl.is_reduction else "pointwise"
             lines(f"// {nl.node.name}: {kind} over {nl.sizes}")
@@ -254,12 +257,13 @@ class KernelEmitter:
             self.emit_split(lines, nest, in_region)
             return
         collapse = f" collapse({depth})" if depth > 1 else ""
+        wait = " nowait" if nowait and in_region else ""
         if depth > 0:
-            lines("#pragma omp for" + collapse if in_region else
+            lines("#pragma omp for" + collapse + wait if in_region else
                   f"#pragma omp parallel for{collapse} num_threads({self.threads})")
             self._nest_body(lines, nest)
         elif in_region:
-            lines("#pragma omp single")
+            lines("#pragma omp single" + wait)
             with lines.block(""):
                 self._nest_body(lines, nest)
         else:
@@ -270,7 +274,7 @@ class KernelEmitter:
         self.open_loops(lines, nest.sizes, 0, nest.outer, stack)
         for nl in nest.node_loops():
             lb = self.ctx.local.get(nl.node.name)
-            if lb is not None:
+            if isinstance(lb, LocalBuffer):  # (chunk buffers of a region are declared by their chunk loop)
                 lines(f"{lb.ctype} {lb.name}[{lb.extent}];  // {nl.node.name}: kernel-local")
         for group in nest.groups:
             self.emit_group(lines, group, nest.outer)
@@ -568,6 +572,8 @@ class KernelSource:
     index_loads: tuple  # load id -> description, for IndexError messages
     vectorized: bool = False  # needs the vector prelude
     local: tuple = ()  # buffers that became kernel-local (the wrapper allocates nothing for them)
+    kernels: tuple = ()  # schedule kernels this function runs, in order (a region); () = just `name`
+    err_slots: int = 1  # error records [code, a, b, c] in `err`, one per kernel of a region
 
 
 def _signature(ctx: KernelContext) -> str:

@@ -10,8 +10,6 @@ shuffles, `stax::vec::transpose`), giving the W vectors along `dim` that W conse
 
 from __future__ import annotations
 
-import dataclasses
-
 import sympy
 from stax.ir import Load, walk
 from stax.ir.index_printer import to_c
@@ -19,24 +17,47 @@ from stax.ir.index_printer import to_c
 from .loops import NodeLoops, linear_coeffs, loop_var
 from .vec_body import VecBody, VecPlan
 
-# tile edge (elements) with transposed loads: 256-byte row segments halve the pages (TLB entries)
-# touched per element against 2W = 128 bytes (x.t() + y, 8192 x 4096 floats: 10.0 -> 6.3 ms); the
-# lane-by-lane form measured slower with it, so it keeps 2W
-TRANSPOSED_TILE = 64
+# tile edges (elements) with transposed loads: long along the vector loop (the side the other
+# operands and the output are contiguous on: one 2-4 KiB run each per tile row), short along the
+# transposed side (each of its rows gives one or two cache lines). x.t() + y, 2048 x 4096 floats,
+# 2 threads, hand-timed C++: 64 x 64 tiles 5.1 ms, 512 x 32 3.2 ms, a plain streaming add 2.6 ms.
+# The vector-side edge shrinks until the outer tile loop has 2 units per thread. The lane-by-lane
+# form measured slower with long tiles, so it keeps 2W.
+TRANSPOSED_EDGES = (1024, 512, 256, 128, 64)
+TRANSPOSED_SIDE = 32
 
 
-def transposable_loads(group: list[NodeLoops], plan: VecPlan) -> list[tuple[NodeLoops, Load]]:
-    """4-byte loads strided along the vector loop and contiguous along the tile loop (or []
-    when a TRANSPOSED_TILE tile can be ragged: the register transpose works on whole W x W blocks)."""
+def transposed_edges(sizes, plan: VecPlan, threads: int) -> tuple[int, int] | None:
+    """(edge along the vector loop, edge along the tile loop): whole tiles only (the register
+    transpose works on whole W x W blocks), or None."""
+    w, v, t = plan.lanes, plan.dim, plan.tile_dim
+    side = TRANSPOSED_SIDE if TRANSPOSED_SIDE % w == 0 else w
+    if sizes[t] % side:
+        return None
+    fits = [e for e in TRANSPOSED_EDGES if sizes[v] % e == 0 and e % w == 0]
+    if not fits:
+        return None
+    outer_is_v = v < t  # the outer tile loop is the one the parallel pragma splits
+    for e in fits:
+        if not outer_is_v or sizes[v] // e >= 2 * threads:
+            return e, side
+    return fits[-1], side
+
+
+def transposable_loads(group: list[NodeLoops], plan: VecPlan, threads: int = 1) -> list[tuple[NodeLoops, Load]]:
+    """4-byte loads strided along the vector loop and contiguous along the tile loop (or [] when
+    `transposed_edges` finds no whole tiles)."""
     head = group[0]
-    w, edge = plan.lanes, TRANSPOSED_TILE
-    if head.sizes[plan.dim] % edge or head.sizes[plan.tile_dim] % edge or edge % w:
+    if transposed_edges(head.sizes, plan, threads) is None:
         return []
     xv, xt = loop_var(plan.dim), loop_var(plan.tile_dim)
+    written = {nl.node.name for nl in group}  # preloaded before the block's stores: never their own outputs
     out, seen = [], set()
     for nl in group:
         for n in walk(nl.node.body.value):
             if not isinstance(n, Load) or n.indirect or n.mask is not None or n.dtype.name not in ("float32", "int32"):
+                continue
+            if n.buffer in written:
                 continue
             co = linear_coeffs(nl.index(n.index), [xv, xt])
             if co is None or co.get(xt, 0) != 1 or co.get(xv, 0) in (0, 1) or (nl.node.name, n) in seen:
@@ -71,18 +92,20 @@ def emit_tiled_group(em, lines, group: list[NodeLoops], start: int, plan: VecPla
     pragma still applies); inside a tile, `tile_dim` then the vectorized `dim` innermost — or,
     with transposed loads, blocks of W along `dim`, then blocks of W along `tile_dim`."""
     head = group[0]
-    tloads = transposable_loads(group, plan) if em.vector_bytes else []
+    tloads = transposable_loads(group, plan, em.threads) if em.vector_bytes else []
+    edges = {plan.dim: plan.tile, plan.tile_dim: plan.tile}
     if tloads:
-        plan = dataclasses.replace(plan, tile=TRANSPOSED_TILE)
+        ev, et = transposed_edges(head.sizes, plan, em.threads)
+        edges = {plan.dim: ev, plan.tile_dim: et}
     sizes, v, t, edge = head.sizes, plan.dim, plan.tile_dim, plan.tile
     stack: list = []
     for k in range(start, len(sizes)):
-        step, name = (edge, f"x{k}_t") if k in (v, t) else (1, f"x{k}")
+        step, name = (edges[k], f"x{k}_t") if k in (v, t) else (1, f"x{k}")
         cm = lines.block(f"for (int64_t {name} = 0; {name} < {sizes[k]}; {name} += {step})")
         cm.__enter__()
         stack.append(cm)
     if tloads:
-        _transposed_tile(em, lines, group, plan, tloads)
+        _transposed_tile(em, lines, group, plan, tloads, edges)
         em.close_loops(stack, len(stack))
         return
 
@@ -112,12 +135,12 @@ def emit_tiled_group(em, lines, group: list[NodeLoops], start: int, plan: VecPla
     em.close_loops(stack, len(stack))
 
 
-def _transposed_tile(em, lines, group, plan: VecPlan, tloads) -> None:
-    v, t, edge, w = plan.dim, plan.tile_dim, plan.tile, plan.lanes
+def _transposed_tile(em, lines, group, plan: VecPlan, tloads, edges: dict) -> None:
+    v, t, w = plan.dim, plan.tile_dim, plan.lanes
     xv, xt = loop_var(v), loop_var(t)
     i, tb = sympy.Symbol("i", integer=True, nonnegative=True), sympy.Symbol(f"x{t}_b", integer=True, nonnegative=True)
-    with lines.block(f"for (int64_t x{v} = x{v}_t; x{v} < x{v}_t + {edge}; x{v} += {w})"):
-        with lines.block(f"for (int64_t x{t}_b = x{t}_t; x{t}_b < x{t}_t + {edge}; x{t}_b += {w})"):
+    with lines.block(f"for (int64_t x{v} = x{v}_t; x{v} < x{v}_t + {edges[v]}; x{v} += {w})"):
+        with lines.block(f"for (int64_t x{t}_b = x{t}_t; x{t}_b < x{t}_t + {edges[t]}; x{t}_b += {w})"):
             pre = {}
             for nl, n in tloads:
                 vt = "stax::vec::vfloat" if n.dtype.name == "float32" else "stax::vec::vint32"

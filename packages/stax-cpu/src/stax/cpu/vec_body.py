@@ -291,6 +291,9 @@ class VecBody:
             base = to_c(idx)
             fn = {"float16": "stax::vec::load_f16", "bfloat16": "stax::vec::load_bf16",
                   "bool": "stax::vec::load_bool"}.get(n.dtype.name, f"stax::vec::loadu<{vtype(n.dtype)}>")
+            if self.ctx.prefetch and n.buffer not in self.ctx.local and ("VL", n.buffer, idx, n.dtype) not in self.cse:
+                # a compute-heavy loop keeps the memory busy only if it asks for its data ahead
+                self.lines(f"__builtin_prefetch({ptr} + {base} + {self.ctx.prefetch // n.dtype.itemsize}, 0, 0);")
             return self._define(("VL", n.buffer, idx, n.dtype), n.dtype, f"{fn}({ptr} + {base})")
         # lane loop: strided, indirect or masked reads
         key = ("VG", n.buffer, idx, n.dtype, tuple(names[id(c)] for c in n.children()), repr(n.other))

@@ -31,10 +31,14 @@ def _dt(layout: Layout) -> str:
     return f"dt_{layout.dtype.name}"
 
 
-def wrapper_source(schedule: Schedule, kernel_params: dict, externs: dict, local: set = frozenset()) -> str:
-    """`kernel_params`: kernel name -> buffer names in argument order; `externs`: node -> ns name;
-    `local`: buffers that live inside their kernel (no allocation, no frees)."""
+def wrapper_source(schedule: Schedule, kernel_params: dict, externs: dict, local: set = frozenset(),
+                   regions: dict | None = None) -> str:
+    """`kernel_params`: function name -> buffer names in argument order; `externs`: node -> ns name;
+    `local`: buffers that live inside their kernel (no allocation, no frees); `regions`: function
+    name -> the consecutive schedule kernels it runs (one call: the allocations of all of them
+    before it, their releases after it)."""
     g: Graph = schedule.graph
+    region_of = {ks[0]: (fn, len(ks)) for fn, ks in (regions or {}).items()}
     inputs = [i.name for i in g.inputs]
     outputs = set(g.outputs)
     # buffers that must be real objects with their own layout (not just storage for a pointer)
@@ -62,6 +66,11 @@ def wrapper_source(schedule: Schedule, kernel_params: dict, externs: dict, local
     L.append("    err = new_err()")
     L.append("    errp = addressof(err)")
     live = set(inputs)
+    held = [sum(g.buffer_layout(b).nbytes() for b in inputs), 0]  # bytes now, at the fullest
+
+    def hold(name: str, sign: int) -> None:
+        held[0] += sign * g.buffer_layout(name).nbytes()
+        held[1] = max(held[1], held[0])
 
     def alloc(name: str) -> None:
         lay = g.buffer_layout(name)
@@ -69,38 +78,65 @@ def wrapper_source(schedule: Schedule, kernel_params: dict, externs: dict, local
             raise NotImplementedError(f"{name}: computed buffers with a storage offset are not supported")
         L.append(f"    {name} = empty_strided({_tuple(lay.sizes)}, {_tuple(lay.strides)}, {_dt(lay)})")
         live.add(name)
+        hold(name, 1)
 
-    for step, k in enumerate(schedule.kernels):
+    def drop(name: str) -> None:
+        live.discard(name)
+        hold(name, -1)
+
+    held[1] = held[0]
+    kernels = schedule.kernels
+    step = 0
+    while step < len(kernels):
+        k = kernels[step]
+        fn, count = region_of.get(k.name, (k.name, 1))
+        steps = range(step, step + count)
         node0 = g.node(k.nodes[0])
-        for e in events.get((step, False), []):
+        # a region may still read a donor its later kernel's buffer reuses: its `del` waits for the call
+        needed = set(kernel_params.get(fn, ())) if count > 1 else set()
+        after: list[str] = []
+
+        def release(donor: str, line: str, note: str, needed=needed, after=after, fn=fn) -> None:
+            """`line` (may be empty) then `del donor`, now or after the region's call."""
+            if donor in needed:
+                if line:
+                    L.append(f"    {line}  # {note}; {donor} is released after {fn}")
+                after.append(donor)
+            else:
+                L.append(f"    {line + '; ' if line else ''}del {donor}  # {note}")
+                drop(donor)
+
+        for e in (e for s in steps for e in events.get((s, False), [])):
             if e.kind == ALLOC:
                 if not isinstance(g.node(e.buffer), ExternKernel):
                     alloc(e.buffer)
             elif e.kind == REUSE:
                 lay, old = g.buffer_layout(e.buffer), g.buffer_layout(e.reuses)
-                if e.buffer in local:  # lives inside its kernel: the donor's storage is just released
-                    if e.reuses in live:
-                        L.append(f"    del {e.reuses}  # {e.buffer} is kernel-local")
-                        live.discard(e.reuses)
+                if e.reuses not in live:
                     continue
-                if e.reuses not in live or isinstance(g.node(e.buffer), ExternKernel):
-                    if e.reuses in live:
-                        L.append(f"    del {e.reuses}  # reuse not applied: extern kernels return their own buffer")
-                        live.discard(e.reuses)
+                if e.buffer in local:  # lives inside its kernel: the donor's storage is just released
+                    release(e.reuses, "", f"{e.buffer} is kernel-local")
+                    continue
+                if isinstance(g.node(e.buffer), ExternKernel):
+                    release(e.reuses, "", "reuse not applied: extern kernels return their own buffer")
                     continue
                 if lay.nbytes() > old.nbytes():
                     alloc(e.buffer)
-                    L.append(f"    del {e.reuses}  # reuse refused: {e.reuses} is smaller")
-                elif _same_layout(lay, old) or e.buffer not in needs_object:
-                    L.append(f"    {e.buffer} = {e.reuses}; del {e.reuses}  # reuse")
-                    live.add(e.buffer)
+                    release(e.reuses, "", f"reuse refused: {e.reuses} is smaller")
+                    continue
+                if _same_layout(lay, old) or e.buffer not in needs_object:
+                    line = f"{e.buffer} = {e.reuses}"
                 else:
-                    L.append(
-                        f"    {e.buffer} = as_strided({e.reuses}, {_tuple(lay.sizes)}, {_tuple(lay.strides)}, "
-                        f"{_dt(lay)}); del {e.reuses}  # reuse"
-                    )
-                    live.add(e.buffer)
+                    line = (f"{e.buffer} = as_strided({e.reuses}, {_tuple(lay.sizes)}, {_tuple(lay.strides)}, "
+                            f"{_dt(lay)})")
+                if e.reuses in needed:  # one storage, counted under its new name
+                    release(e.reuses, line, "reuse")
+                else:
+                    L.append(f"    {line}; del {e.reuses}  # reuse")
                 live.discard(e.reuses)
+                live.add(e.buffer)
+                hold(e.reuses, -1)
+                hold(e.buffer, 1)
         if k.kind == EXTERN:
             assert isinstance(node0, ExternKernel)
             lay = node0.layout
@@ -109,18 +145,31 @@ def wrapper_source(schedule: Schedule, kernel_params: dict, externs: dict, local
                 f"    {node0.name} = fix_layout({externs[node0.name]}({args}{', ' if args else ''}**consts_{node0.name}), "
                 f"{_tuple(lay.sizes)}, {_tuple(lay.strides)}, {_dt(lay)}, {node0.name!r}, {node0.kernel!r})"
             )
-            live.add(node0.name)
+            if node0.name not in live:
+                live.add(node0.name)
+                hold(node0.name, 1)
         else:
-            for name in k.nodes:  # defensive: a plan without an alloc for a computed buffer
+            for name in (b for s in steps for b in kernels[s].nodes):  # defensive: a plan without an alloc
                 if name not in live and name not in local:
                     alloc(name)
-            ptrs = ", ".join(f"data_ptr({b})" for b in kernel_params[k.name])
-            L.append(f"    if k_{k.name}({ptrs}{', ' if ptrs else ''}errp):")
-            L.append(f"        raise_error(err, {k.name!r})")
-        for e in events.get((step, True), []):
+            ptrs = ", ".join(f"data_ptr({b})" for b in kernel_params[fn])
+            if count > 1:
+                L.append(f"    # {fn}: {', '.join(kernels[s].name for s in steps)} in one parallel region")
+            L.append(f"    if k_{fn}({ptrs}{', ' if ptrs else ''}errp):")
+            L.append(f"        raise_error(err, {fn!r})")
+        for donor in after:
+            L.append(f"    del {donor}")
+            if donor in live:
+                drop(donor)
+        for e in (e for s in steps for e in events.get((s, True), [])):
             if e.buffer in live and e.buffer not in outputs and e.buffer not in donors:
                 L.append(f"    del {e.buffer}")
-                live.discard(e.buffer)
+                drop(e.buffer)
+        step += count
+    plan = schedule.memory
+    gone = sorted(b for b in local if any(e.buffer == b for e in plan.events))
+    L.insert(1, f"    # memory: plan peak {plan.peak_bytes} B (M* {plan.lower_bound_bytes} B); this wrapper holds at most "
+                f"{held[1]} B" + (f" ({', '.join(gone)} never allocated: kernel-local)" if gone else ""))
     outs = ", ".join(g.outputs)
     L.append(f"    return ({outs}{',' if len(g.outputs) == 1 else ''})")
     return "\n".join(L) + "\n"

@@ -66,8 +66,6 @@ class Config:
       for debugging lowerings), 'auto' (cpu when stax.cpu provides compile_schedule).
     strict: re-raise when a whole graph fails to compile instead of running it eagerly.
     max_reads / max_body_ops: §6.6 rules 2 and 4 (too many reads, body too large).
-    dense_limit: largest (output elements x reduced elements) for the dense forms of
-      accumulating scatters (until the IR has scatter stores).
     cpu_costs / gpu_costs: §6.6 per-device cost tables (rules 1 and 3).
     device_override: None routes each graph by its tensors' device (cuda -> stax.gpu,
       cpu -> stax.cpu); 'gpu' sends every graph to stax.gpu, also CPU tensors — for
@@ -82,7 +80,6 @@ class Config:
     strict: bool = False
     max_reads: int = 8
     max_body_ops: int = 64
-    dense_limit: int = 1 << 24
     cpu_costs: DeviceCosts = field(default=CPU_COSTS)
     gpu_costs: DeviceCosts = field(default=GPU_COSTS)
     device_override: str | None = None  # env STAX_DEVICE_OVERRIDE=gpu

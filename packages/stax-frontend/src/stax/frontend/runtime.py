@@ -155,9 +155,9 @@ class InterpretedModule:
 
 
 def _loads(node):
-    from stax.ir import loads
+    from stax.ir import body_roots, loads
 
-    return loads(node.body.value)
+    return [ld for root in body_roots(node.body) for ld in loads(root)]
 
 
 class NoKernels:

@@ -25,6 +25,7 @@ def _int_type(v: int) -> str:
 def compile_module(compiled, graph, arch: int = 90, all_configs: bool = False) -> list[str]:
     """Compile each kernel variant of a CompiledModule for sm_<arch>; returns 'name config' lines."""
     module = __import__("sys").modules[compiled.call.__module__]
+    graph = getattr(module, "GRAPH", None) or graph  # the graph as compiled (with split partials)
     done = []
     for name in sorted(n for n in vars(module) if n.startswith("launch_")):
         launcher = getattr(module, name)

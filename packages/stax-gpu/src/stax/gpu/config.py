@@ -50,7 +50,20 @@ class GpuConfig:
         (Inductor's order too); False keeps loads at their first use.
     tile_2d: use 2-D tiles for pointwise kernels whose accesses disagree on the
         contiguous dimension (transposes).
+    tile_swap: 2-D tiles walk y tiles on program_id(0) (neighbouring programs read
+        neighbouring tiles of the transposed input rather than of the output).
+    static_masks: when every launch config's block divides a size (16384 rows of 4096),
+        that axis's mask is an all-true constant (Inductor's way) and Triton drops the
+        predicates from loads and stores.
+    split_reductions: split a reduction kernel with few outputs and a long reduction into
+        partial reductions over S chunks (many programs) and a final combine (split.py):
+        when n_out < split_max_outputs (None: 2 x SMs) and r >= split_min_rnumel, S is the
+        largest divisor of r with S <= split_target_programs / n_out (None: 4 x SMs) and
+        r / S >= split_min_chunk.
+    num_sms: streaming multiprocessors of the target (None: ask the device; 132 = H200).
     autotuner: an object with `select(key, candidates, run)`; None builds the default.
+
+    `from_env` also applies STAX_GPU_CONFIG="field=value,..." (see `parse_overrides`).
     """
 
     interpret: bool = False
@@ -69,6 +82,14 @@ class GpuConfig:
     tile_2d: bool = True
     max_autotune_configs: int = 4
     eviction_hints: bool = True
+    static_masks: bool = True
+    tile_swap: bool = False
+    split_reductions: bool = True
+    split_max_outputs: int | None = None
+    split_min_rnumel: int = 65536  # H200 A/B: at r=16384 (log_softmax+nll) the extra launch cost more than it saved
+    split_min_chunk: int = 128
+    split_target_programs: int | None = None
+    num_sms: int | None = None
     autotuner: object = field(default=None, compare=False, hash=False)
 
     def __post_init__(self):
@@ -90,7 +111,35 @@ class GpuConfig:
             base = GpuConfig(interpret=True, device="cpu", math="portable", autotune=False)
         else:
             base = GpuConfig()
-        return replace(base, **overrides)
+        env = parse_overrides(os.environ.get("STAX_GPU_CONFIG", ""))
+        return replace(base, **{**env, **overrides})
 
     def with_(self, **changes) -> GpuConfig:
         return replace(self, **changes)
+
+
+def parse_overrides(text: str) -> dict:
+    """'hoist_loads=0,xblock_cap=4' -> {'hoist_loads': False, 'xblock_cap': 4}: GpuConfig
+    field overrides as text (STAX_GPU_CONFIG, the benchmark's --variants), typed by field."""
+    import dataclasses
+
+    types = {f.name: f for f in dataclasses.fields(GpuConfig)}
+    out: dict = {}
+    for item in (t.strip() for t in text.split(",")):
+        if not item:
+            continue
+        name, _, raw = item.partition("=")
+        name, raw = name.strip(), raw.strip()
+        if name not in types or name in ("autotuner",):
+            raise ValueError(f"GpuConfig has no settable field {name!r} (in {text!r})")
+        default = types[name].default
+        kind = str(types[name].type)
+        if raw.lower() in ("none", "") and "None" in kind:
+            out[name] = None
+        elif kind.startswith("bool") or isinstance(default, bool):
+            out[name] = raw.lower() not in ("0", "false", "no", "off")
+        elif "int" in kind:
+            out[name] = int(raw)
+        else:
+            out[name] = raw
+    return out

@@ -36,6 +36,8 @@ class KernelSource:
     numels: tuple  # (name, value) of the size parameters, in order
     blocks: tuple  # tunable constexpr block names, in order
     r0_block: int | None = None  # fixed R0_BLOCK of a persistent reduction
+    full: frozenset = frozenset()  # axes whose mask is all-true (every launch config divides the size)
+    swap: bool = False  # tiled: program_id(0) walks y tiles (grid (y, x)) instead of x tiles
 
 
 def next_pow2(n: int) -> int:
@@ -69,7 +71,15 @@ def _offset(axis: str, pid: int, block: str, int64: bool) -> str:
     return f"{axis}offset = {pid_s} * {block}"
 
 
-def write_pointwise(plan: KernelPlan, config: GpuConfig, errors: ErrorTable, name: str) -> KernelSource:
+def _mask_line(axis: str, cond: str, shape: str, full: frozenset) -> str:
+    """`xmask = xindex < xnumel`, or an all-true constant when every block divides the size
+    (as Inductor does): Triton then drops the predicate from loads and stores."""
+    name = "r0_mask" if axis == "r" else f"{axis}mask"
+    return f"{name} = tl.full({shape}, True, tl.int1)" if axis in full else f"{name} = {cond}"
+
+
+def write_pointwise(plan: KernelPlan, config: GpuConfig, errors: ErrorTable, name: str,
+                    full: frozenset = frozenset()) -> KernelSource:
     tiled = plan.form == TILED_FORM
     em = Emitter(plan, config, errors, {"x": "xmask", "y": "ymask"}, "[1, 1]" if tiled else "[1]")
     for p in plan.nodes:
@@ -79,21 +89,28 @@ def write_pointwise(plan: KernelPlan, config: GpuConfig, errors: ErrorTable, nam
             em.store(p, v)
     int64 = plan.index_dtype == "int64"
     head = []
+    swap = False
     if tiled:
         numels, blocks = (("ynumel", plan.ynumel), ("xnumel", plan.xnumel)), ("YBLOCK", "XBLOCK")
-        head += [_offset("y", 1, "YBLOCK", int64), "yindex = yoffset + tl.arange(0, YBLOCK)[:, None]", "ymask = yindex < ynumel"]
-        head += [_offset("x", 0, "XBLOCK", int64), "xindex = xoffset + tl.arange(0, XBLOCK)[None, :]", "xmask = xindex < xnumel"]
+        swap = config.tile_swap and plan.xnumel <= 65535 * 16
+        head += [_offset("y", 0 if swap else 1, "YBLOCK", int64), "yindex = yoffset + tl.arange(0, YBLOCK)[:, None]",
+                 _mask_line("y", "yindex < ynumel", "[YBLOCK, 1]", full)]
+        head += [_offset("x", 1 if swap else 0, "XBLOCK", int64), "xindex = xoffset + tl.arange(0, XBLOCK)[None, :]",
+                 _mask_line("x", "xindex < xnumel", "[1, XBLOCK]", full)]
         head += _axis_defs(plan, "y")
     else:
         numels, blocks = (("xnumel", plan.xnumel),), ("XBLOCK",)
-        head += [_offset("x", 0, "XBLOCK", int64), "xindex = xoffset + tl.arange(0, XBLOCK)[:]", "xmask = xindex < xnumel"]
+        head += [_offset("x", 0, "XBLOCK", int64), "xindex = xoffset + tl.arange(0, XBLOCK)[:]",
+                 _mask_line("x", "xindex < xnumel", "[XBLOCK]", full)]
     head += _axis_defs(plan, "x")
     body = _render(em.top.lines, "    ")
     src = "\n".join([_signature(name, em, numels, blocks)] + ["    " + h for h in head] + body) + "\n"
-    return KernelSource(name, TILED if tiled else POINTWISE, src, tuple(em.args), em.uses_err, numels, blocks)
+    return KernelSource(name, TILED if tiled else POINTWISE, src, tuple(em.args), em.uses_err, numels, blocks, None, full,
+                        tiled and swap)
 
 
-def write_reduction(plan: KernelPlan, config: GpuConfig, errors: ErrorTable, name: str, looped: bool) -> KernelSource:
+def write_reduction(plan: KernelPlan, config: GpuConfig, errors: ErrorTable, name: str, looped: bool,
+                    full: frozenset = frozenset()) -> KernelSource:
     rn = plan.rnumel
     r0_block = None if looped else next_pow2(max(rn, 1))
     needs_rmask = looped or r0_block != rn
@@ -104,7 +121,8 @@ def write_reduction(plan: KernelPlan, config: GpuConfig, errors: ErrorTable, nam
         _persistent_body(plan, em)
     int64 = plan.index_dtype == "int64"
     cast64 = ".to(tl.int64)" if int64 else ""
-    head = [_offset("x", 0, "XBLOCK", int64), "xindex = xoffset + tl.arange(0, XBLOCK)[:, None]", "xmask = xindex < xnumel"]
+    head = [_offset("x", 0, "XBLOCK", int64), "xindex = xoffset + tl.arange(0, XBLOCK)[:, None]",
+            _mask_line("x", "xindex < xnumel", "[XBLOCK, 1]", full)]
     rdefs = _axis_defs(plan, "r")
     if looped:
         head.append(f"r0_base = tl.arange(0, R0_BLOCK)[None, :]{cast64}")
@@ -112,7 +130,8 @@ def write_reduction(plan: KernelPlan, config: GpuConfig, errors: ErrorTable, nam
         body = []
         for item in em.top.lines:
             if isinstance(item, Scope):
-                item.lines[:0] = ["r0_index = r0_offset + r0_base", "r0_mask = r0_index < r0_numel"] + rdefs
+                item.lines[:0] = ["r0_index = r0_offset + r0_base",
+                                  _mask_line("r", "r0_index < r0_numel", "[1, R0_BLOCK]", full)] + rdefs
         body = _render(em.top.lines, "    ")
         blocks = ("XBLOCK", "R0_BLOCK")
     else:
@@ -125,7 +144,8 @@ def write_reduction(plan: KernelPlan, config: GpuConfig, errors: ErrorTable, nam
         blocks = ("XBLOCK",)
     numels = (("xnumel", plan.xnumel), ("r0_numel", rn))
     src = "\n".join([_signature(name, em, numels, blocks)] + ["    " + h for h in head] + body) + "\n"
-    return KernelSource(name, LOOPED if looped else PERSISTENT, src, tuple(em.args), em.uses_err, numels, blocks, r0_block)
+    return KernelSource(name, LOOPED if looped else PERSISTENT, src, tuple(em.args), em.uses_err, numels, blocks, r0_block,
+                        full)
 
 
 def _finish_node(plan: KernelPlan, em: Emitter, p, v) -> None:
@@ -249,15 +269,17 @@ def _transitive_reads(plan: KernelPlan, p) -> set:
     return out
 
 
-def write_kernel(plan: KernelPlan, config: GpuConfig, errors: ErrorTable, variant: str) -> KernelSource:
-    """Generate one variant of a planned kernel."""
+def write_kernel(plan: KernelPlan, config: GpuConfig, errors: ErrorTable, variant: str,
+                 full: frozenset = frozenset()) -> KernelSource:
+    """Generate one variant of a planned kernel; `full`: axes ('x', 'y', 'r') whose masks
+    are all-true because every launch config's block divides that size."""
     k = plan.index
     if variant in (POINTWISE, TILED):
-        return write_pointwise(plan, config, errors, f"triton_poi_fused_{k}")
+        return write_pointwise(plan, config, errors, f"triton_poi_fused_{k}", full)
     if variant == PERSISTENT:
-        return write_reduction(plan, config, errors, f"triton_per_fused_{k}", looped=False)
+        return write_reduction(plan, config, errors, f"triton_per_fused_{k}", looped=False, full=full)
     if variant == LOOPED:
-        return write_reduction(plan, config, errors, f"triton_red_fused_{k}", looped=True)
+        return write_reduction(plan, config, errors, f"triton_red_fused_{k}", looped=True, full=full)
     raise ValueError(f"unknown kernel variant {variant!r}")
 
 

@@ -113,20 +113,33 @@ def node_index_exprs(node: ComputedBuffer) -> list:
     return out
 
 
-def _dims(node: ComputedBuffer, role: str, n: int, r: int) -> tuple[list, list]:
-    """(x dims, r dims) as lists of (loop var, size), outer first, size-1 dims included."""
+def _dims(node: ComputedBuffer, role: str, n: int, r: int) -> tuple[list, list, dict]:
+    """(x dims, r dims, split) with dims as lists of (loop var, size), outer first, size-1
+    dims included. A pointwise node shares a kernel with an (n, r) reduction when a prefix
+    of its dims has n elements, possibly splitting one dim d = a*b (GpuPolicy.splittable,
+    group_norm's (4, 6, 8) as 8 rows of 24): then `split` maps d's loop variable to
+    b*hi + lo, hi an x dim and lo an r dim."""
     body = node.body
     pv = list(zip(pointwise_vars(len(body.ranges)), (as_int(s) for s in body.ranges)))
     if isinstance(body, Reduction):
         rv = list(zip(reduction_vars(len(body.reduction_ranges)), (as_int(s) for s in body.reduction_ranges)))
-        return pv, rv
+        return pv, rv, {}
     if isinstance(body, Scan):
-        return [d for k, d in enumerate(pv) if k != body.axis], [pv[body.axis]]
+        return [d for k, d in enumerate(pv) if k != body.axis], [pv[body.axis]], {}
     if role == X:
-        return pv, []
-    for k in range(len(pv) + 1):
-        if _prod(s for _, s in pv[:k]) == n and _prod(s for _, s in pv[k:]) == r:
-            return pv[:k], pv[k:]
+        return pv, [], {}
+    acc = 1
+    for k, (v, s) in enumerate(pv):
+        if acc == n and _prod(s for _, s in pv[k:]) == r:
+            return pv[:k], pv[k:], {}
+        if n % acc == 0 and s % (n // acc) == 0 and 1 < n // acc < s:
+            a = n // acc
+            hi = sympy.Symbol(f"_{v.name}_hi", integer=True, nonnegative=True)
+            lo = sympy.Symbol(f"_{v.name}_lo", integer=True, nonnegative=True)
+            return pv[:k] + [(hi, a)], [(lo, s // a)] + pv[k + 1 :], {v: (s // a) * hi + lo}
+        acc *= s
+    if acc == n and r == 1:
+        return pv, [], {}
     raise NotImplementedError(
         f"stax-gpu: pointwise node {node.name} over {[s for _, s in pv]} cannot be split into "
         f"{n} rows of {r} elements to share a kernel with a reduction (Def 7.2)"
@@ -220,7 +233,7 @@ def plan_kernel(schedule, k: int, config: GpuConfig) -> KernelPlan:
 
 def _assign_axes(plan: KernelPlan, nodes, roles, dims, config: GpuConfig) -> None:
     table = _AxisTable()
-    sig = {(tuple(s for _, s in xd if s != 1), tuple(s for _, s in rd if s != 1)) for xd, rd in dims}
+    sig = {(tuple(s for _, s in xd if s != 1), tuple(s for _, s in rd if s != 1)) for xd, rd, _ in dims}
     xsigs = {a for a, _ in sig}
     rsigs = {b for _, b in sig if b}
     joint = len(xsigs) == 1 and len(rsigs) <= 1
@@ -230,9 +243,10 @@ def _assign_axes(plan: KernelPlan, nodes, roles, dims, config: GpuConfig) -> Non
         X = [sympy.Symbol(f"_X{j}", integer=True, nonnegative=True) for j in range(len(next(iter(xsigs))))]
         R = [sympy.Symbol(f"_R{j}", integer=True, nonnegative=True) for j in range(len(next(iter(rsigs), ())))]
         renames, all_exprs = [], []
-        for nd, (xd, rd) in zip(nodes, dims):
+        for nd, (xd, rd, cut) in zip(nodes, dims):
             ren = _rename([v for v, s in xd], [s for v, s in xd], X)
             ren.update(_rename([v for v, s in rd], [s for v, s in rd], R))
+            ren = _unsplit(ren, cut)
             renames.append(ren)
             all_exprs += [e.xreplace(ren) for e in node_index_exprs(nd)]
         xsizes = list(next(iter(xsigs)))
@@ -252,21 +266,32 @@ def _assign_axes(plan: KernelPlan, nodes, roles, dims, config: GpuConfig) -> Non
         for ren in renames:
             subs_list.append({v: e.xreplace(xre).xreplace(rre).xreplace(axis_map) for v, e in ren.items()})
     else:
-        for nd, (xd, rd) in zip(nodes, dims):
-            exprs = node_index_exprs(nd)
+        for nd, (xd, rd, cut) in zip(nodes, dims):
+            exprs = [e.xreplace(cut) for e in node_index_exprs(nd)]
             xs, xre, exprs, xvars = _coalesce(xd, exprs, "c") if xd else ([], {}, exprs, [])
             rs, rre, exprs, rvars = _coalesce(rd, exprs, "d") if rd else ([], {}, exprs, [])
             axis_map = dict(zip(xvars, table.digits("xindex", xs)))
             axis_map.update(zip(rvars, table.digits("r0_index", rs)))
             subs = {v: sympy.Integer(0) for v, s in xd + rd if s == 1}
             subs.update({v: e.xreplace(axis_map) for v, e in {**xre, **rre}.items()})
-            subs_list.append(subs)
+            subs_list.append(_unsplit(subs, cut))
     plan.axis_vars = table.vars
     for nd, role, subs in zip(nodes, roles, subs_list):
         reads = frozenset(ld.buffer for ld in walk(nd.body.value) if isinstance(ld, Load))
         plan.nodes.append(NodePlan(nd, role, subs, reads))
     plan.index_dtype = _index_dtype(plan, config)
     plan.outer = _is_outer(plan)
+
+
+def _unsplit(subs: dict, cut: dict) -> dict:
+    """Substitutions of a node's own loop variables, from those of its dims (where _dims
+    split a variable into hi/lo digits, compose the split with their substitutions)."""
+    if not cut:
+        return subs
+    parts = {s for e in cut.values() for s in e.free_symbols}
+    out = {v: e for v, e in subs.items() if v not in parts}
+    out.update({v: e.xreplace(subs) for v, e in cut.items()})
+    return out
 
 
 def _rename(vars_, sizes, targets) -> dict:

@@ -6,7 +6,19 @@ from . import dtypes
 from .build import cast, const, index_value, load, op
 from .dtypes import DType, promote_types
 from .expr import Constant, IndexValue, Load, Op, Value, format_value, loads, walk
-from .graph import ComputedBuffer, ExternKernel, Graph, InputBuffer, Layout, Pointwise, Reduction, Scan
+from .graph import (
+    SCATTER_MODES,
+    ComputedBuffer,
+    ExternKernel,
+    Graph,
+    InputBuffer,
+    Layout,
+    Pointwise,
+    Reduction,
+    Scan,
+    Scatter,
+    body_roots,
+)
 from .index import CeilDiv, FloorDiv, ModularIndexing, index_max, index_min, pointwise_vars, reduction_vars, var
 from .index_printer import to_c, to_python
 from .interpreter import from_storage, interpret, outputs, to_storage
@@ -21,8 +33,8 @@ __version__ = "0.1.0"
 __all__ = [
     "CeilDiv", "ComputedBuffer", "Constant", "DType", "ExternKernel", "FloorDiv", "Graph",
     "IndexValue", "InputBuffer", "Layout", "Load", "LoopMerge", "ModularIndexing", "NormalizedIndex", "OPS", "Op",
-    "Pointwise", "REDUCTIONS", "Reduction", "SCANS", "Scan", "Value", "ValueRange", "View",
-    "WELFORD_OUTPUTS", "bound_index", "bound_value", "bounds_check_needed", "cast", "cat",
+    "Pointwise", "REDUCTIONS", "Reduction", "SCANS", "SCATTER_MODES", "Scan", "Scatter", "Value", "ValueRange", "View",
+    "WELFORD_OUTPUTS", "body_roots", "bound_index", "bound_value", "bounds_check_needed", "cast", "cat",
     "coalesce_loops", "const", "constant_pad", "dtypes", "format_value", "from_storage",
     "index_fits_int32", "index_max", "index_min", "index_value", "interpret", "load", "loads", "normalize_index", "op",
     "op_def", "outputs", "pointwise_vars", "promote_types", "provably_true", "reduction_def",

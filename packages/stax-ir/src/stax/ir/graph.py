@@ -6,7 +6,9 @@ expressions so dynamic shapes fit later; today they are integers.
 
 Conventions: a Pointwise body's value uses loop variables i0..i{n-1} over `ranges`;
 a Reduction's value uses i0.. over `ranges` and r0.. over `reduction_ranges`. A
-ComputedBuffer writes element (i0, ...) at `layout.index(i0, ...)`.
+ComputedBuffer writes element (i0, ...) at `layout.index(i0, ...)`. A Scatter's `init`
+uses i0.. over `ranges`; its `value`, `index` and indirect values use r0.. over
+`scatter_ranges`.
 """
 
 from __future__ import annotations
@@ -174,13 +176,78 @@ class Scan(_Hashed):
         return f"Scan(ranges={_fmt(self.ranges)}, axis={self.axis}, {self.scan_type}){body}\n    -> {root}"
 
 
+SCATTER_MODES = ("add", "set")
+
+
+@dataclass(frozen=True)
+class Scatter(_Hashed):
+    """out = `init` over `ranges`, then out[index] += value (mode 'add') or = value ('set')
+    at every point of `scatter_ranges`, visited in row-major order (the last 'set' wins).
+
+    `init` uses i0.. over `ranges`; `value` uses r0.. over `scatter_ranges`. `index` has one
+    coordinate expression per output dimension, in r0.. and the symbols that `indirect`
+    binds to integer values, ((symbol, value, bound), ...), exactly like `Load.indirect`
+    (0 <= value < bound is checked; each coordinate must also fall inside `ranges`).
+    Linear in the scattered points (index_put, scatter_add, embedding backward), where a
+    dense form would reduce over the whole index space for every output element.
+    """
+
+    ranges: tuple
+    init: Value
+    scatter_ranges: tuple
+    index: tuple
+    indirect: tuple
+    value: Value
+    mode: str
+
+    def __post_init__(self):
+        object.__setattr__(self, "ranges", _exprs(self.ranges))
+        object.__setattr__(self, "scatter_ranges", _exprs(self.scatter_ranges))
+        object.__setattr__(self, "index", _exprs(self.index))
+        object.__setattr__(self, "indirect", tuple((sympify(s), v, sympify(b)) for s, v, b in self.indirect))
+        if self.mode not in SCATTER_MODES:
+            raise ValueError(f"scatter mode must be one of {SCATTER_MODES}, got {self.mode!r}")
+        if len(self.index) != len(self.ranges):
+            raise ValueError(f"scatter index has {len(self.index)} coordinates for {len(self.ranges)} dimensions")
+        if self.value.dtype != self.init.dtype:
+            raise TypeError(f"scatter value is {self.value.dtype} but init is {self.init.dtype}")
+        for s, v, _ in self.indirect:
+            if not v.dtype.is_integer:
+                raise TypeError(f"scatter indirect {s} is bound to a {v.dtype} value (integer expected)")
+
+    @property
+    def dtype(self) -> dt.DType:
+        return self.init.dtype
+
+    def roots(self) -> tuple[Value, ...]:
+        """Every value DAG of the body: init, value, and the indirect index values."""
+        return (self.init, self.value) + tuple(v for _, v, _ in self.indirect)
+
+    def __str__(self) -> str:
+        def section(tag, root, prefix):
+            lines, name = format_lines(root, prefix)
+            return "".join(f"\n    {ln}" for ln in lines) + f"\n    {tag} = {name}"
+
+        ind = "".join(section(f"{s} (< {b})", v, f"{s}_") for s, v, b in self.indirect)
+        return (
+            f"Scatter(ranges={_fmt(self.ranges)}, scatter_ranges={_fmt(self.scatter_ranges)}, {self.mode})"
+            f"{section('init', self.init, 'init')}{ind}{section('value', self.value, 'tmp')}"
+            f"\n    -> out[{', '.join(str(e) for e in self.index)}]"
+        )
+
+
+def body_roots(body) -> tuple[Value, ...]:
+    """The value DAGs a body evaluates (one for Pointwise/Reduction/Scan; several for Scatter)."""
+    return body.roots() if isinstance(body, Scatter) else (body.value,)
+
+
 @dataclass(frozen=True)
 class ComputedBuffer(_Hashed):
     """A buffer Stax computes itself: `body` evaluated over its ranges, stored through `layout`."""
 
     name: str
     layout: Layout
-    body: Pointwise | Reduction | Scan
+    body: Pointwise | Reduction | Scan | Scatter
     origins: tuple = field(default=(), compare=False)  # ATen nodes it came from (provenance)
 
     def __post_init__(self):
@@ -188,7 +255,7 @@ class ComputedBuffer(_Hashed):
             raise ValueError(
                 f"{self.name}: body ranges {_fmt(self.body.ranges)} do not match layout sizes {_fmt(self.layout.sizes)}"
             )
-        body_dtype = self.body.dtype if isinstance(self.body, (Reduction, Scan)) else self.body.value.dtype
+        body_dtype = self.body.dtype if isinstance(self.body, (Reduction, Scan, Scatter)) else self.body.value.dtype
         if body_dtype != self.layout.dtype:
             raise TypeError(f"{self.name}: body computes {body_dtype} but layout stores {self.layout.dtype}")
 

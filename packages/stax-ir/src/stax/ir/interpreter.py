@@ -13,7 +13,7 @@ import numpy as np
 
 from . import dtypes as dt
 from .expr import Constant, IndexValue, Load, Op, Value, walk
-from .graph import ComputedBuffer, ExternKernel, Graph, Layout, Reduction, Scan
+from .graph import ComputedBuffer, ExternKernel, Graph, Layout, Reduction, Scan, Scatter
 from .index import as_int, pointwise_vars, reduction_vars
 from .index_printer import evaluate
 from .ops import op_def, reduction_def, scan_def
@@ -114,9 +114,69 @@ def _numel(sizes) -> int:
     return int(np.prod(sizes, dtype=np.int64)) if sizes else 1
 
 
+def _scatter_targets(body: Scatter, buffers, env: dict, sizes: list, shape: tuple) -> np.ndarray:
+    """Flat (row-major over `ranges`) target of every scatter point, bounds-checked like indirect loads."""
+    for sym, v, bound in body.indirect:
+        iv = np.broadcast_to(eval_value(v, env, buffers, shape).astype(np.int64), shape)
+        bad = (iv < 0) | (iv >= as_int(bound))
+        if np.any(bad):
+            raise IndexError(f"scatter index out of bounds: value {int(iv[bad].flat[0])} not in [0, {bound})")
+        env[sym] = iv
+    coords = []
+    for d, e in enumerate(body.index):
+        c = np.broadcast_to(np.asarray(evaluate(e, env), dtype=np.int64), shape).reshape(-1)
+        bad = (c < 0) | (c >= sizes[d])
+        if np.any(bad):
+            raise IndexError(f"scatter coordinate {d} = {int(c[bad][0])} outside [0, {sizes[d]}) (index {e})")
+        coords.append(c)
+    return np.ravel_multi_index(coords, sizes) if coords else np.zeros(_numel(shape), dtype=np.int64)
+
+
+def _scatter_add_rounded(out: np.ndarray, flat: np.ndarray, vals: np.ndarray, d: dt.DType) -> None:
+    """out[flat[k]] += vals[k] in order k = 0, 1, ..., each sum rounded to `d` when stored (half
+    types): one vectorized pass per occurrence rank, since a rank holds each target at most once."""
+    order = np.argsort(flat, kind="stable")
+    f = flat[order]
+    starts = np.r_[0, np.flatnonzero(f[1:] != f[:-1]) + 1]
+    rank = np.arange(len(f)) - np.repeat(starts, np.diff(np.r_[starts, len(f)]))
+    for k in range(int(rank.max()) + 1 if len(f) else 0):
+        sel = order[rank == k]
+        out[flat[sel]] = dt.round_to(out[flat[sel]] + vals[sel], d)
+
+
+def run_scatter(body: Scatter, buffers: Mapping[str, np.ndarray]) -> np.ndarray:
+    """out = init over `ranges`, then a serial pass over `scatter_ranges` in row-major order:
+    'add' accumulates (each sum computed in the compute dtype, rounded to the output dtype on
+    store, as eager's CPU loop); 'set' stores, the last point hitting an element wins."""
+    sizes = [as_int(s) for s in body.ranges]
+    out = np.array(eval_value(body.init, index_grid(pointwise_vars(len(sizes)), sizes), buffers, tuple(sizes)))
+    out = out.reshape(-1)
+    ssizes = [as_int(s) for s in body.scatter_ranges]
+    if _numel(ssizes) == 0:
+        return out.reshape(sizes)
+    shape = tuple(ssizes)
+    env = index_grid(reduction_vars(len(ssizes)), ssizes)
+    flat = _scatter_targets(body, buffers, env, sizes, shape)
+    vals = np.ascontiguousarray(eval_value(body.value, env, buffers, shape)).reshape(-1)
+    if body.mode == "set":
+        _, first_from_end = np.unique(flat[::-1], return_index=True)
+        last = len(flat) - 1 - first_from_end
+        out[flat[last]] = vals[last]
+    elif body.dtype in (dt.float16, dt.bfloat16):
+        _scatter_add_rounded(out, flat, vals, body.dtype)
+    else:
+        with np.errstate(all="ignore"):
+            np.add.at(out, flat, vals)  # unbuffered: duplicates accumulate in order
+    return out.reshape(sizes)
+
+
 def run_node(node: ComputedBuffer, buffers: Mapping[str, np.ndarray]) -> np.ndarray:
     """Compute one buffer's flat storage."""
     body = node.body
+    if isinstance(body, Scatter):
+        out = np.zeros(node.layout.storage_size(), dtype=node.layout.dtype.np)
+        from_storage(out, node.layout)[...] = dt.round_to(run_scatter(body, buffers), body.dtype)
+        return out
     sizes = [as_int(s) for s in body.ranges]
     pvars = pointwise_vars(len(sizes))
     if isinstance(body, Reduction):

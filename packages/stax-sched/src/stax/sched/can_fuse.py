@@ -18,6 +18,8 @@ from .config import SchedulerConfig
 from .deps import MemoryDep, WeakDep
 from .nodes import LoopFusion
 
+SCATTER_REASON = "scatters are not fused (data-dependent stores: a consumer must see every scatter done)"
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -91,6 +93,8 @@ def _basic_problem(snodes, config: SchedulerConfig) -> str | None:
         return "extern kernels are never fused"
     if any(n.is_scan for n in snodes):
         return "scans are not fused (the scan axis carries a dependence)"
+    if any(n.is_scatter for n in snodes):
+        return SCATTER_REASON
     devices = {n.device for n in snodes}
     if len(devices) > 1:
         return f"different devices/streams {'/'.join(sorted(devices))}"
@@ -169,6 +173,8 @@ def can_fuse(a, b, policy, config: SchedulerConfig) -> Verdict:
         return Verdict(False, "extern kernels are never fused")
     if a.is_scan or b.is_scan:
         return Verdict(False, "scans are not fused (the scan axis carries a dependence)")
+    if a.is_scatter or b.is_scatter:
+        return Verdict(False, SCATTER_REASON)
     if a.device != b.device:
         return Verdict(False, f"different devices/streams {a.device}/{b.device}")
     if len(a.snodes) + len(b.snodes) > config.max_fusion_nodes:

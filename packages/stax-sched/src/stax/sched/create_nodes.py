@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from stax.ir import ComputedBuffer, Graph, walk
+from stax.ir import ComputedBuffer, Graph, Scatter, walk
 
 from .deps import MemoryDep, ReadWrites, StarDep, WeakDep, layouts_of, read_writes
 from .loops import loop_info
@@ -36,7 +36,8 @@ def create_nodes(graph: Graph, mutations: Mapping[str, str] | None = None) -> li
     readers: dict[str, list[str]] = {}  # buffer version -> buffers of nodes that read it
     out = []
     for k, node in enumerate(graph.nodes):
-        body_nodes = list(walk(node.body.value)) if isinstance(node, ComputedBuffer) else None
+        computed = isinstance(node, ComputedBuffer) and not isinstance(node.body, Scatter)
+        body_nodes = list(walk(node.body.value)) if computed else None
         rw = read_writes(node, layouts, body_nodes)
         reads = {_rename(d, renames) for d in rw.reads}
         target = mutations.get(node.name)

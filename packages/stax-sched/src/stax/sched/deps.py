@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 
-from stax.ir import ComputedBuffer, ExternKernel, Graph, IndexValue, Load, Reduction, walk
+from stax.ir import ComputedBuffer, ExternKernel, Graph, IndexValue, Load, Reduction, Scatter, walk
 from stax.ir.index import pointwise_vars, reduction_vars
 from stax.ir.normalize import NormalizedIndex, normalize_index
 
@@ -137,19 +137,40 @@ def read_writes(node, graph_layouts: dict, body_nodes=None) -> ReadWrites:
     if isinstance(node, ExternKernel):
         reads = frozenset(StarDep(b, nbytes_of(b)) for b in node.inputs)
         return ReadWrites(reads, frozenset({StarDep(node.name, nbytes_of(node.name))}))
+    if isinstance(node.body, Scatter):
+        return _scatter_read_writes(node, nbytes_of)
     ranges = loop_ranges(node)
     reads = set()
     for n in body_nodes if body_nodes is not None else walk(node.body.value):
-        if not isinstance(n, Load):
-            continue
-        if n.indirect:
-            reads.add(StarDep(n.buffer, nbytes_of(n.buffer)))
-            continue
-        idx = normalize_index(n.index, ranges)
-        reads.add(MemoryDep(n.buffer, idx, nbytes_of(n.buffer, idx.numel())))
+        _add_read(reads, n, ranges, nbytes_of)
     widx = normalize_index(write_index(node.layout), ranges)
     writes = frozenset({MemoryDep(node.name, widx, nbytes_of(node.name, widx.numel()))})
     return ReadWrites(frozenset(reads), writes)
+
+
+def _add_read(reads: set, n, ranges, nbytes_of) -> None:
+    if not isinstance(n, Load):
+        return
+    if n.indirect:
+        reads.add(StarDep(n.buffer, nbytes_of(n.buffer)))
+        return
+    idx = normalize_index(n.index, ranges)
+    reads.add(MemoryDep(n.buffer, idx, nbytes_of(n.buffer, idx.numel())))
+
+
+def _scatter_read_writes(node: ComputedBuffer, nbytes_of) -> ReadWrites:
+    """A Scatter reads `init` over its ranges (i0..) and the value and indirect indices over its
+    scatter ranges (r0..); where it writes depends on data, so its write is a StarDep."""
+    body = node.body
+    reads: set = set()
+    init_ranges = _ranges(tuple(body.ranges), ())
+    for n in walk(body.init):
+        _add_read(reads, n, init_ranges, nbytes_of)
+    scatter_ranges = _ranges((), tuple(body.scatter_ranges))
+    for root in body.roots()[1:]:
+        for n in walk(root):
+            _add_read(reads, n, scatter_ranges, nbytes_of)
+    return ReadWrites(frozenset(reads), frozenset({StarDep(node.name, nbytes_of(node.name))}))
 
 
 @functools.lru_cache(maxsize=4096)

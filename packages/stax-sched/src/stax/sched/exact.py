@@ -15,7 +15,7 @@ Theorem 7.1 is why this is only for graphs of up to about 14 nodes.
 
 from __future__ import annotations
 
-from stax.ir import ExternKernel, Graph, loads
+from stax.ir import ExternKernel, Graph, body_roots, loads
 
 from .can_fuse import fusion_legality
 from .config import SchedulerConfig
@@ -83,7 +83,7 @@ def traffic(graph: Graph, partition) -> int:
         reads = set()
         for b in blk:
             node = graph.node(b)
-            names = set(node.inputs) if isinstance(node, ExternKernel) else {ld.buffer for ld in loads(node.body.value)}
+            names = set(node.inputs) if isinstance(node, ExternKernel) else {ld.buffer for r in body_roots(node.body) for ld in loads(r)}
             for r in names:
                 if block_of.get(r) != k:
                     reads.add(r)

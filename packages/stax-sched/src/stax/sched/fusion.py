@@ -27,14 +27,14 @@ class Candidates:
 
     For each buffer only users at most `window` apart (in the current order) are paired,
     which keeps the candidate set linear in the graph even for widely shared buffers.
-    Extern calls and scans never fuse and are left out.
+    Extern calls, scans and scatters never fuse and are left out.
     """
 
     def __init__(self, dag: FusionDag, window: int):
         self.dag, self.window = dag, window
         self.users: dict[str, list] = {}
         for g in dag.nodes():
-            if g.is_extern or g.is_scan:
+            if g.is_extern or g.is_scan or g.is_scatter:
                 continue
             for name in g.read_writes.buffer_names():
                 self.users.setdefault(name, []).append(g)
@@ -82,8 +82,9 @@ def greedy_fusion(dag: FusionDag, policy, config: SchedulerConfig) -> list[Fusio
     pairs = candidates.all_pairs()
     if debug:
         for g in dag.nodes():
-            if g.is_extern or g.is_scan:
-                log.debug("%s: %s, never fused", g.name, "extern kernel" if g.is_extern else "scan")
+            if g.is_extern or g.is_scan or g.is_scatter:
+                kind = "extern kernel" if g.is_extern else "scan" if g.is_scan else "scatter"
+                log.debug("%s: %s, never fused", g.name, kind)
     for rnd in range(1, config.max_rounds + 1):
         before = len(dag)
         possible = []

@@ -14,7 +14,7 @@ import functools
 from dataclasses import dataclass
 
 import sympy
-from stax.ir import ComputedBuffer, Reduction, Scan
+from stax.ir import ComputedBuffer, Reduction, Scan, Scatter
 from stax.ir.index import as_int, pointwise_vars, reduction_vars
 
 from .deps import index_exprs
@@ -72,6 +72,8 @@ def loop_info(node: ComputedBuffer, body_nodes=None) -> LoopInfo:
     body = node.body
     if isinstance(body, Scan):
         return _scan_info(body)
+    if isinstance(body, Scatter):
+        return _scatter_info(body)
     red = body.reduction_ranges if isinstance(body, Reduction) else ()
     p, r = _loop_vars(tuple(body.ranges), tuple(red))
     return _coalesce(p, r, tuple(index_exprs(node, body_nodes)))
@@ -111,3 +113,10 @@ def _scan_info(body: Scan) -> LoopInfo:
     rest = tuple(s for k, s in enumerate(sizes) if k != body.axis and s != 1)
     axis = (sizes[body.axis],) if sizes[body.axis] != 1 else ()
     return LoopInfo((rest, axis), (rest, axis), frozenset({0}))
+
+
+def _scatter_info(body: Scatter) -> LoopInfo:
+    """A scatter: ((output sizes), (scatter sizes)) for its two passes, never coalesced or fused."""
+    out = tuple(n for n in map(as_int, body.ranges) if n != 1)
+    pts = tuple(n for n in map(as_int, body.scatter_ranges) if n != 1)
+    return LoopInfo((out, pts), (out, pts), frozenset({0}))

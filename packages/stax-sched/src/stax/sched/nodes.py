@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stax.ir import ExternKernel, Reduction, Scan
+from stax.ir import ExternKernel, Reduction, Scan, Scatter
 
 from .deps import MemoryDep, ReadWrites, StarDep, WeakDep
 from .loops import LoopInfo
@@ -37,6 +37,7 @@ class SchedulerNode:
         self.loops = loops
         self.is_extern = isinstance(node, ExternKernel)
         self.is_scan = (not self.is_extern) and isinstance(node.body, Scan)
+        self.is_scatter = (not self.is_extern) and isinstance(node.body, Scatter)
         self.is_reduction = (not self.is_extern) and isinstance(node.body, (Reduction, Scan))
         if self.is_extern:
             self.node_type = EXTERN_NODE
@@ -114,6 +115,7 @@ class FusedGroup:
 
     is_extern = False
     is_scan = False
+    is_scatter = False
 
     def __init__(self, snodes, rw: ReadWrites, loop_fusion: LoopFusion, dependent_reductions: str | None = None):
         self.snodes = tuple(sorted(snodes, key=lambda n: n.pos))

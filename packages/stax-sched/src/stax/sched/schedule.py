@@ -18,7 +18,8 @@ REDUCTION = "reduction"
 FUSED = "fused"  # nodes with one iteration group sharing all loops (e.g. SAME_VARS_REDUCE)
 OUTER_LOOP_FUSED = "outer_loop_fused"  # nodes sharing `outer_depth` outer loops (Listing 7.1)
 EXTERN = "extern"  # a library call (ExternKernel node)
-KERNEL_KINDS = (POINTWISE, REDUCTION, FUSED, OUTER_LOOP_FUSED, EXTERN)
+SCATTER = "scatter"  # one Scatter node: init pass over `group[0]`, then the scatter pass over `group[1]`
+KERNEL_KINDS = (POINTWISE, REDUCTION, FUSED, OUTER_LOOP_FUSED, EXTERN, SCATTER)
 
 
 class _Hashed:

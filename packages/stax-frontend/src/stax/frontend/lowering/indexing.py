@@ -1,23 +1,24 @@
-"""Indexing: gathers are indirect loads, scatters of one element per row are selects.
+"""Indexing: gathers are indirect loads, scatters are Scatter stores (or selects).
 
 An indirect load reads `x` at an index containing a fresh symbol t bound to a
 data value (`Load.indirect = ((t, value, bound),)`); the runtime checks
 0 <= value < bound and raises IndexError like eager. slice_scatter / select_scatter
-and one-hot scatters are pointwise selects. Accumulating scatters (index_put with
-accumulate, scatter_add) need a scatter store the IR does not have yet: they are
-lowered densely (a reduction over the scattered rows) while that stays small, and
-fall back to ATen beyond `config.dense_limit` multiply-adds.
+and one-hot scatters are pointwise selects. scatter / scatter_add / index_put (and
+through torch's decompositions index_add, embedding_dense_backward and the backward
+of gather / index_select / indexing) are `stax.ir.Scatter` buffers: out = self, then
+one store per scattered point ('add' accumulates, 'set' keeps the last) — linear in
+the points, with the same bounds checks as indirect loads.
 """
 
 from __future__ import annotations
 
 import sympy
 import torch
-from stax.ir import IndexValue, Load, Op, walk
+from stax.ir import IndexValue, Layout, Load, Op, Scatter, simplify_index, walk
 from stax.ir import dtypes as dt
-from stax.ir.index import FloorDiv, ModularIndexing, pointwise_vars, reduction_vars
+from stax.ir.index import FloorDiv, ModularIndexing, contiguous_strides, pointwise_vars, reduction_vars
 
-from ..tensor import TensorValue, lazy
+from ..tensor import BufferView, TensorValue, lazy
 from ..views import Unsupported, broadcast_shapes, expand
 from .common import out_dtype
 from .registry import POINTWISE, REDUCTION, table
@@ -177,11 +178,65 @@ def select_scatter(ctx, node, base, src, dim, index):
     return lazy(base.sizes, base.dtype, base.device, fn)
 
 
+def _scatter(ctx, node, x: TensorValue, scatter_sizes, coords_fn, value_fn, mode: str) -> BufferView:
+    """A Scatter buffer: out = x, then out[coords] += value (mode 'add') or = value ('set') at every
+    point of `scatter_sizes`. `coords_fn(rvars)` -> (coordinates, indirect bindings),
+    `value_fn(rvars)` -> the value there; both over r0.. (linear in the scattered points)."""
+    if x.ndim == 0:
+        raise Unsupported("scatter into a 0-dim tensor")
+    if mode == "add" and ctx.target == "gpu":
+        from stax.gpu.scatter import atomic_add_supported  # the GPU target has stax.gpu
+
+        if not atomic_add_supported(x.dtype):
+            raise Unsupported(f"accumulating scatter into {x.dtype}: no GPU atomic add")
+    b = ctx.builder
+    ivars, rvars = pointwise_vars(x.ndim), reduction_vars(len(scatter_sizes))
+    rranges = dict(zip(rvars, scatter_sizes))
+    init = ctx.simplify_value(b.cast(x.load(ivars), x.dtype), dict(zip(ivars, x.sizes)))
+    coords, indirect = coords_fn(rvars)
+    value = ctx.simplify_value(b.cast(value_fn(rvars), x.dtype), rranges)
+    indirect = tuple((t, ctx.simplify_value(v, rranges), bound) for t, v, bound in indirect)
+    coords = tuple(simplify_index(sympy.sympify(c), rranges) for c in coords)
+    body = Scatter(tuple(x.sizes), init, tuple(scatter_sizes), coords, indirect, value, mode)
+    return ctx.add_computed(body, Layout(ctx.device, x.dtype, tuple(x.sizes), _out_strides(node, x.sizes)))
+
+
+def _out_strides(node, sizes) -> tuple:
+    """Eager's result strides (it clones `self`) when dense, else contiguous."""
+    val = node.meta.get("val")
+    if isinstance(val, torch.Tensor) and tuple(val.shape) == tuple(sizes):
+        strides = tuple(val.stride())
+        dims = sorted((st, n) for n, st in zip(sizes, strides) if n != 1)
+        expected = 1
+        for st, n in dims:
+            if st != expected:
+                break
+            expected *= n
+        else:
+            return strides
+    return tuple(int(st) for st in contiguous_strides(sizes))
+
+
+def _dim_scatter(ctx, node, x, dim, index, value_fn, mode):
+    """scatter / scatter_add along `dim`: out[.., index[r], ..] (+)= value(r) over index's shape."""
+    dim %= max(x.ndim, 1)
+    if index.ndim != x.ndim:
+        raise Unsupported("scatter with an index of another rank")
+
+    def coords(rvars):
+        t = ctx.new_indirect_symbol()
+        v = _index_value(ctx, index, rvars, x.sizes[dim], False)
+        return tuple(t if d == dim else r for d, r in enumerate(rvars)), ((t, v, x.sizes[dim]),)
+
+    return _scatter(ctx, node, x, index.sizes, coords, value_fn, mode)
+
+
 def _one_hot_scatter(ctx, node, x, dim, index, src_value):
-    """scatter with one index per row (index.size(dim) == 1, other dims equal): a select."""
-    dim %= x.ndim
-    if index.sizes[dim] != 1 or any(index.sizes[d] != x.sizes[d] for d in range(x.ndim) if d != dim):
-        raise Unsupported("scatter with several indices per row")
+    """scatter with one index per row (index.size(dim) == 1, other dims equal) is a select,
+    which fuses with its neighbours; any other index shape is a Scatter store ('set')."""
+    dim %= max(x.ndim, 1)
+    if x.ndim == 0 or index.sizes[dim] != 1 or any(index.sizes[d] != x.sizes[d] for d in range(x.ndim) if d != dim):
+        return _dim_scatter(ctx, node, x, dim, index, src_value, "set")
     b = ctx.builder
 
     def fn(idx):
@@ -202,21 +257,15 @@ def scatter_src(ctx, node, x, dim, index, src):
 
 
 def scatter_add(ctx, node, x, dim, index, src):
-    """out[.., j, ..] = x + sum over k of src[.., k, ..] where index[.., k, ..] == j (dense form)."""
-    dim %= x.ndim
-    if any(index.sizes[d] != x.sizes[d] for d in range(x.ndim) if d != dim):
-        raise Unsupported("scatter_add with a smaller index in non-scatter dims")
-    k = index.sizes[dim]
-    if x.numel() * k > ctx.cfg.dense_limit:
-        raise Unsupported("scatter_add too large for the dense form")
-    acc = dt.compute_dtype(x.dtype)
-    ivars, (r,) = pointwise_vars(x.ndim), reduction_vars(1)
-    b = ctx.builder
-    ridx = tuple(r if d == dim else v for d, v in enumerate(ivars))
-    hit = b.op("eq", _index_value(ctx, index, ridx, x.sizes[dim], False), b.index_value(ivars[dim]))
-    contrib = b.op("where", hit, b.cast(src.load(ridx), acc), b.const(0, acc))
-    sums = ctx.reduction_buffer(x.sizes, (k,), "sum", contrib)
-    return lazy(x.sizes, x.dtype, x.device, lambda idx: b.cast(b.op("add", b.cast(x.load(idx), acc), sums.load(idx)), x.dtype))
+    """out = x; out[.., index[.., k, ..], ..] += src[.., k, ..]: a Scatter store ('add')."""
+    return _dim_scatter(ctx, node, x, dim, index, src.load, "add")
+
+
+def scatter_reduce(ctx, node, x, dim, index, src, reduce, include_self=True):
+    """scatter_reduce with reduce='sum' (including self) is scatter_add; the others fall back."""
+    if reduce != "sum" or not include_self:
+        raise Unsupported(f"scatter_reduce {reduce!r} (include_self={include_self})")
+    return scatter_add(ctx, node, x, dim, index, src)
 
 
 def _advanced_layout(x, indices):
@@ -235,50 +284,28 @@ def _advanced_layout(x, indices):
 
 
 def index_put(ctx, node, x, indices, values, accumulate=False):
-    """x[indices] = values (or +=) in dense form: each output element reduces over the
-    index space and takes the values whose indices hit it (the last one for '=')."""
+    """x[indices] = values (or +=): a Scatter store over the shape of x[indices], each indexed
+    dim's coordinate bound to its (wrapped) index value; '=' keeps the last of duplicates."""
     indices, dims, bshape, before, after = _advanced_layout(x, indices)
-    nbatch = 1
-    for n in bshape:
-        nbatch *= n
-    if x.numel() * max(nbatch, 1) > ctx.cfg.dense_limit:
-        raise Unsupported("index_put too large for the dense form")
+    nb, nB = len(before), len(bshape)
     res_shape = [x.sizes[d] for d in before] + list(bshape) + [x.sizes[d] for d in after]
     vals = expand(values, res_shape)
     idx_t = {d: expand(indices[d], bshape) for d in dims}
-    acc = dt.compute_dtype(x.dtype)
-    ivars = pointwise_vars(x.ndim)
-    rvars = reduction_vars(len(bshape))
-    b = ctx.builder
 
-    def value_index(bidx):
-        return tuple(ivars[d] for d in before) + tuple(bidx) + tuple(ivars[d] for d in after)
+    def coords(rvars):
+        out = [None] * x.ndim
+        for k, d in enumerate(before):
+            out[d] = rvars[k]
+        for k, d in enumerate(after):
+            out[d] = rvars[nb + nB + k]
+        indirect = []
+        for d in dims:
+            t = ctx.new_indirect_symbol()
+            out[d] = t
+            indirect.append((t, _index_value(ctx, idx_t[d], rvars[nb: nb + nB], x.sizes[d], True), x.sizes[d]))
+        return tuple(out), tuple(indirect)
 
-    hit = None
-    for d in dims:
-        c = b.op("eq", _index_value(ctx, idx_t[d], rvars, x.sizes[d], True), b.index_value(ivars[d]))
-        hit = c if hit is None else b.op("logical_and", hit, c)
-    if accumulate:
-        contrib = b.op("where", hit, b.cast(vals.load(value_index(rvars)), acc), b.const(0, acc))
-        sums = ctx.reduction_buffer(x.sizes, bshape, "sum", contrib)
-        return lazy(x.sizes, x.dtype, x.device,
-                    lambda idx: b.cast(b.op("add", b.cast(x.load(idx), acc), sums.load(idx)), x.dtype))
-    # assignment: the last index that hits wins, as eager's serial CPU loop
-    strides = [1] * len(bshape)
-    for k in range(len(bshape) - 2, -1, -1):
-        strides[k] = strides[k + 1] * bshape[k + 1]
-    flat = sum((r * st for r, st in zip(rvars, strides)), sympy.Integer(0))
-    last = ctx.reduction_buffer(x.sizes, bshape, "max", b.op("where", hit, b.index_value(flat), b.const(-1, dt.int64)))
-
-    def fn(idx):
-        k = last.load(idx)
-        t = ctx.new_indirect_symbol()
-        bidx = [ModularIndexing(t, st, n) for st, n in zip(strides, bshape)]
-        vidx = tuple(idx[d] for d in before) + tuple(bidx) + tuple(idx[d] for d in after)
-        v = indirect_load(ctx, vals, vidx, {t: (b.op("maximum", k, b.const(0, dt.int64)), max(nbatch, 1))})
-        return b.op("where", b.op("ge", k, b.const(0, dt.int64)), b.cast(v, x.dtype), x.load(idx))
-
-    return lazy(x.sizes, x.dtype, x.device, fn)
+    return _scatter(ctx, node, x, res_shape, coords, vals.load, "add" if accumulate else "set")
 
 
 LOWERINGS = {
@@ -294,6 +321,7 @@ LOWERINGS = {
     }),
     **table(REDUCTION, {
         aten.scatter_add: scatter_add,
+        aten.scatter_reduce.two: scatter_reduce,
         aten.index_put: index_put,
     }),
 }

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 
-from stax.ir import ExternKernel, loads
+from stax.ir import ExternKernel, body_roots, loads
 
 from .memory import eager_timeline, plan_timeline
 from .sources import kernel_source, wrapper_lines, wrapper_source
@@ -34,7 +34,7 @@ def _node_kind(node) -> str:
 def _reads(node) -> list[str]:
     if isinstance(node, ExternKernel):
         return list(dict.fromkeys(node.inputs))
-    return list(dict.fromkeys(ld.buffer for ld in loads(node.body.value)))
+    return list(dict.fromkeys(ld.buffer for root in body_roots(node.body) for ld in loads(root)))
 
 
 def _fmt_val(val) -> str:

@@ -1,0 +1,141 @@
+"""Schedule 'scatter' Kernel -> one C++ function in two passes (stax.ir Scatter).
+
+Pass 1 writes `init` over the output (parallel over its outer loops). Pass 2 walks the
+scatter points: 'add' of float32/float64/integers runs in parallel with `omp atomic`
+adds (float sums then depend on the thread interleaving, as any parallel sum); half
+types and bool add serially, each sum computed in float (or as `or`) and rounded on
+store like eager's CPU loop; 'set' runs serially so the last point in row-major order
+wins. Indirect index values and coordinates that are not provably in range go through
+`stax::check_index` (error code 2, an IndexError in the wrapper), like indirect loads.
+"""
+
+from __future__ import annotations
+
+import sympy
+from stax.ir import Graph, Load, Scatter, walk
+from stax.ir.index import as_int, pointwise_vars, reduction_vars
+from stax.ir.index_printer import to_c
+from stax.ir.value_ranges import bound_index, bounds_check_needed
+from stax.sched.schedule import Kernel
+
+from . import cpp_ops as co
+from .kernel import KernelContext, KernelSource, Lines, ScalarBody, _signature, _sym
+from .loops import NodeLoops, loop_var, parallel_depth
+
+
+def _loops(node, sizes, vars_) -> NodeLoops:
+    """Loops x0.. over the size>1 dims of `sizes`; the body's `vars_` of size-1 dims become 0."""
+    keep = [k for k, s in enumerate(sizes) if s != 1]
+    rewrite = {v: sympy.Integer(0) for k, v in enumerate(vars_) if sizes[k] == 1}
+    rewrite |= {vars_[k]: loop_var(j) for j, k in enumerate(keep)}
+    return NodeLoops(node, [sizes[k] for k in keep], 0, [rewrite])
+
+
+def _open(lines: Lines, nl: NodeLoops, depth: int, threads: int, pragma: str = "") -> list:
+    """The nest of `nl`, the outer `depth` loops parallel; returns the open blocks to close."""
+    stack = []
+    if depth:
+        collapse = f" collapse({depth})" if depth > 1 else ""
+        lines(f"#pragma omp parallel for{collapse} num_threads({threads}){pragma}")
+    for k, n in enumerate(nl.sizes):
+        cm = lines.block(f"for (int64_t x{k} = 0; x{k} < {n}; x{k} += 1)")
+        cm.__enter__()
+        stack.append(cm)
+    return stack
+
+
+def _close(stack: list) -> None:
+    for cm in reversed(stack):
+        cm.__exit__(None, None, None)
+
+
+def _atomic_add(body: Scatter) -> bool:
+    """Whether pass 2 may run in parallel: `omp atomic` needs the storage type to be the sum's type."""
+    d = body.dtype
+    return body.mode == "add" and not co.is_half(d) and not d.is_bool
+
+
+def _init_pass(ctx: KernelContext, lines: Lines, node, threads: int, min_chunk: int) -> None:
+    body: Scatter = node.body
+    sizes = [as_int(s) for s in body.ranges]
+    nl = _loops(node, sizes, pointwise_vars(len(sizes)))
+    if nl.total() == 0:
+        return
+    lines(f"// {node.name}: scatter pass 1, init over {nl.sizes}")
+    stack = _open(lines, nl, parallel_depth(nl.sizes, nl.total(), threads, min_chunk), threads)
+    v = ScalarBody(ctx, lines, {}).value(nl, body.init)
+    lines(f"{ctx.ptr(node.name)}[{to_c(nl.store_index())}] = {co.store_expr(body.dtype, v)};")
+    _close(stack)
+
+
+def _scatter_pass(ctx: KernelContext, lines: Lines, node, threads: int, min_chunk: int) -> None:
+    body: Scatter = node.body
+    d = body.dtype
+    sizes = [as_int(s) for s in body.ranges]
+    ssizes = [as_int(s) for s in body.scatter_ranges]
+    rvars = reduction_vars(len(ssizes))
+    nl = _loops(node, ssizes, rvars)
+    if nl.total() == 0:
+        return
+    parallel = _atomic_add(body)
+    depth = parallel_depth(nl.sizes, nl.total(), threads, min_chunk) if parallel else 0
+    how = "parallel atomic adds" if depth else "serial"
+    lines(f"// {node.name}: scatter pass 2 ({body.mode}, {how}) over {nl.sizes}")
+    stack = _open(lines, nl, depth, threads)
+    sb = ScalarBody(ctx, lines, {})
+    ranges = dict(zip(rvars, ssizes))
+    subs = {}
+    for sym, v, bound in body.indirect:
+        value = sb.value(nl, v)
+        t = ctx.tmp()
+        if bounds_check_needed(v, bound, dict(zip(rvars, ssizes))):
+            load_id = len(ctx.index_loads)
+            ctx.index_loads.append(f"scatter index {sym} of {node.name}")
+            value = f"stax::check_index(static_cast<int64_t>({value}), {as_int(bound)}, err, {load_id})"
+        lines(f"const int64_t {t} = {value};")
+        subs[sym] = _sym(t)
+        ranges[sym] = as_int(bound)
+    coords = []
+    for k, (e, n) in enumerate(zip(body.index, sizes)):
+        r = bound_index(e, ranges)
+        c = to_c(nl.index(e).xreplace(subs))
+        if r.lo >= 0 and r.hi < n:
+            coords.append(nl.index(e).xreplace(subs))
+            continue
+        load_id = len(ctx.index_loads)
+        ctx.index_loads.append(f"scatter coordinate {k} of {node.name}")
+        t = ctx.tmp()
+        lines(f"const int64_t {t} = stax::check_index(static_cast<int64_t>({c}), {n}, err, {load_id});")
+        coords.append(_sym(t))
+    value = sb.value(nl, body.value)
+    ref = f"{ctx.ptr(node.name)}[{to_c(node.layout.index(coords))}]"
+    if body.mode == "set":
+        lines(f"{ref} = {co.store_expr(d, value)};")
+    elif d.is_bool:
+        lines(f"{ref} = {ref} || {value};")
+    elif co.is_half(d):  # the sum in float, rounded to the half type when stored
+        lines(f"{ref} = {co.store_expr(d, f'({co.load_expr(d, ref)} + {value})')};")
+    else:
+        if depth:
+            lines("#pragma omp atomic")
+        lines(f"{ref} += {value};")
+    _close(stack)
+
+
+def emit_scatter_kernel(kernel: Kernel, graph: Graph, threads: int, min_chunk: int = 512) -> KernelSource:
+    """C++ source of a 'scatter' kernel (one Scatter node): init pass, then the scatter pass."""
+    (name,) = kernel.nodes
+    node = graph.node(name)
+    if not isinstance(node.body, Scatter):
+        raise TypeError(f"{kernel.name}: scatter kernel over {name}, which is not a Scatter")
+    ctx = KernelContext(kernel.name, graph)
+    for root in node.body.roots():
+        for ld in (n for n in walk(root) if isinstance(n, Load)):
+            ctx.in_ptrs.setdefault(ld.buffer, f"in_ptr{len(ctx.in_ptrs)}")
+    ctx.out_ptrs = {name: "out_ptr0"}
+    lines = Lines(1)
+    _init_pass(ctx, lines, node, threads, min_chunk)
+    _scatter_pass(ctx, lines, node, threads, min_chunk)
+    code = f"{_signature(ctx)}\n{{\n{lines.text()}\n    return (int)err[0];\n}}\n"
+    return KernelSource(kernel.name, code, tuple(ctx.in_ptrs) + (name,), tuple(ctx.index_loads))
+
