@@ -114,6 +114,16 @@ def _conditions(meta: dict) -> list[str]:
     return lines
 
 
+def _copy_reference(results: list) -> list[str]:
+    """How '% of copy' was measured: against the copy bandwidth of each workload's own rounds."""
+    per = [r["copy_gbps"] for r in results if r.get("copy_gbps")]
+    if not per:
+        return []
+    return ["", f"% of copy: against the copy bandwidth measured in each workload's own interleaved rounds (the same "
+                f"large copy timed once per round): {min(per):.1f}-{max(per):.1f} GB/s across workloads, "
+                f"median {_median(per):.1f}"]
+
+
 def markdown(data: dict) -> str:
     meta = data["meta"]
     mach = meta["machine"]
@@ -124,6 +134,7 @@ def markdown(data: dict) -> str:
         f"{mach['torch_threads']} · torch {mach['torch']} · commit {mach.get('commit') or '?'}",
         f"Copy bandwidth (measured in this run): **{meta['copy_bandwidth_gbps']:.1f} GB/s** · "
         f"{meta['rounds']} interleaved rounds per workload · median (IQR) per call · run took {meta['wall_s']:.0f} s",
+        *_copy_reference(data["results"]),
         *[ln for c in _conditions(meta) for ln in ("", c)],
         "",
         "| workload | backend | median ms | IQR ms | vs eager | GB/s | % of copy | compile cold s | warm s | "

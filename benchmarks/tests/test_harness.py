@@ -90,6 +90,9 @@ def test_a_failing_workload_or_backend_is_reported_not_raised():
     assert rows["bogus"]["status"] == "error" and "unknown backend 'bogus'" in rows["bogus"]["error"]
     assert rows["eager"]["status"] == "ok" and rows["eager"]["samples"] == 2 and rows["eager"]["speedup"] == 1.0
     assert rows["eager"]["min_bytes"] == 2 * 8 * 16 * 4  # the input read once, the output written once
+    # memory bound: '% of copy' is against the copy bandwidth timed in the same rounds (no row of its own)
+    assert "copy" not in rows and rows["eager"]["copy_gbps"] > 0
+    assert rows["eager"]["frac_copy"] == pytest.approx(rows["eager"]["gbps"] / rows["eager"]["copy_gbps"])
 
 
 def test_stax_row_has_memory_plan_and_counters():
