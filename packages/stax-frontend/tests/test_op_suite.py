@@ -15,6 +15,15 @@ from conftest import assert_same, run_stax, tol
 from stax.frontend import metrics
 
 F32 = [torch.float32]
+
+
+def _put_mask_cols(x, m, y):
+    """z[:, m] = one value per (row, column of dim 2), broadcast over the masked dim."""
+    z = x * 1
+    z[:, m] = y[:, :1] * 2
+    return z
+
+
 HALF = [torch.float32, torch.float16, torch.bfloat16]
 S = (4, 6, 8)
 
@@ -84,6 +93,9 @@ CASES = [
     ("index_put_broadcast", lambda x, i, j, y: x.index_put((i, j), y), [S, ("int", (3, 1), 4), ("int", (2,), 6), (8,)],
      F32),
     ("index_add", lambda x, i, y: x.index_add(1, i, y, alpha=2), [S, ("int", (5,), 6), (4, 5, 8)], F32),
+    # a boolean mask with values that do not depend on its count: selects (x[m] = v, x[:, m] += row)
+    ("index_put_mask", lambda x, m, y: x.index_put((m,), y[0, 0, 0]), [S, ("bool", (4, 6, 8)), S], HALF),
+    ("index_put_mask_cols", _put_mask_cols, [S, ("bool", (6,)), (4, 6, 8)], F32),
     ("index_tensor_2", lambda x, i, j: x[i, :, j], [S, ("int", (2, 3), 4), ("int", (3,), 8)], F32),
     ("embedding_padding", lambda w, i: F.embedding(i, w, padding_idx=3), [(10, 8), ("int", (3, 5), 10)], F32),
     # large: the backwards (index_put / scatter_add into 50000 x 64) stay native and linear

@@ -283,9 +283,38 @@ def _advanced_layout(x, indices):
     return indices, dims, bshape, before, after
 
 
+def _mask_put(ctx, x, indices, values, accumulate):
+    """x[mask] = values (or +=) with one boolean mask: a pointwise select, when the values
+    do not depend on how many elements the mask holds (a scalar, or one row broadcast)."""
+    ks = [d for d, t in enumerate(indices) if t is not None]
+    if len(ks) != 1 or not indices[ks[0]].dtype.is_bool:
+        raise Unsupported("index_put mixing a boolean mask with other indices")
+    pos, mask = ks[0], indices[ks[0]]
+    k = mask.ndim
+    if tuple(mask.sizes) != tuple(x.sizes[pos: pos + k]):
+        raise Unsupported("boolean mask shape differs from the dims it indexes")
+    one_row = list(x.sizes[:pos]) + [1] + list(x.sizes[pos + k:])  # x[mask]'s shape with its count as 1
+    offset = len(one_row) - values.ndim
+    if offset < 0 or (0 <= pos - offset < values.ndim and values.sizes[pos - offset] != 1):
+        raise Unsupported("index_put values sized by the number of True elements (data-dependent)")
+    vals = expand(values, one_row)
+    b = ctx.builder
+
+    def fn(idx):
+        hit = mask.load(tuple(idx[pos: pos + k]))
+        v = b.cast(vals.load(tuple(idx[:pos]) + (sympy.Integer(0),) + tuple(idx[pos + k:])), x.dtype)
+        old = x.load(idx)
+        return b.op("where", hit, b.op("add", old, v) if accumulate else v, old)
+
+    return lazy(x.sizes, x.dtype, x.device, fn)
+
+
 def index_put(ctx, node, x, indices, values, accumulate=False):
     """x[indices] = values (or +=): a Scatter store over the shape of x[indices], each indexed
-    dim's coordinate bound to its (wrapped) index value; '=' keeps the last of duplicates."""
+    dim's coordinate bound to its (wrapped) index value; '=' keeps the last of duplicates.
+    A single boolean mask with count-independent values is a select (`_mask_put`)."""
+    if any(t is not None and t.dtype.is_bool for t in indices):
+        return _mask_put(ctx, x, list(indices) + [None] * (x.ndim - len(indices)), values, accumulate)
     indices, dims, bshape, before, after = _advanced_layout(x, indices)
     nb, nB = len(before), len(bshape)
     res_shape = [x.sizes[d] for d in before] + list(bshape) + [x.sizes[d] for d in after]
