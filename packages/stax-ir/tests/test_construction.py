@@ -249,3 +249,23 @@ def test_scan_text():
     s = Scan((4, 8), 1, "cumsum", load("x", 8 * i0 + i1, dt.float32))
     assert str(s).startswith("Scan(ranges=[4, 8], axis=1, cumsum)")
     assert IndexValue(i0, dt.int64) == index_value(i0)
+
+
+def test_map_indices_rewrites_every_index_and_keeps_masks_indirects_and_sharing():
+    from stax.ir import map_indices, walk
+    from stax.ir.expr import Load
+
+    i0, t = sympy.Symbol("i0", integer=True, nonnegative=True), sympy.Symbol("t0", integer=True)
+    f32, i64 = dt.float32, dt.int64
+    idx = load("ix", i0, i64)
+    gathered = load("x", 4 * i0 + t, f32, indirect=((t, idx, 4),), mask=op("lt", index_value(i0), const(3, i64)))
+    shared = op("exp", load("y", i0, f32))
+    root = op("add", op("mul", shared, shared), op("add", gathered, cast(index_value(i0 + 1), f32)))
+    out = map_indices(root, lambda e: e.xreplace({i0: i0 + 2}))
+    got = {n.buffer: n for n in walk(out) if isinstance(n, Load)}
+    assert got["y"].index == i0 + 2 and got["ix"].index == i0 + 2
+    assert got["x"].index == 4 * i0 + 8 + t and got["x"].indirect[0][1] is got["ix"]
+    assert str(got["x"].mask) == str(op("lt", index_value(i0 + 2), const(3, i64)))
+    assert {n.index for n in walk(out) if isinstance(n, IndexValue)} == {i0 + 2, i0 + 3}
+    assert out.args[0].args[0] is out.args[0].args[1]  # the shared exp stays one node
+    assert map_indices(root, lambda e: e) == root

@@ -25,17 +25,15 @@ from dataclasses import dataclass, replace
 import sympy
 from stax.ir import (
     ComputedBuffer,
-    Constant,
     ExternKernel,
     Graph,
-    IndexValue,
     InputBuffer,
     Layout,
     Load,
-    Op,
     Pointwise,
     Scatter,
     body_roots,
+    map_indices,
     walk,
 )
 from stax.ir import dtypes as dt
@@ -142,22 +140,7 @@ def _reads(node: ComputedBuffer) -> tuple:
 
 def _rename(root, mapping: dict):
     """`root` with every index expression rewritten by `mapping` (r0.. -> i0..)."""
-    memo: dict[int, object] = {}
-    for n in walk(root):
-        if isinstance(n, Load):
-            ind = tuple((s, memo[id(v)], b) for s, v, b in n.indirect)
-            mask = memo[id(n.mask)] if n.mask is not None else None
-            new = Load(n.buffer, n.index.xreplace(mapping), n.dtype, ind, mask, n.other)
-        elif isinstance(n, IndexValue):
-            new = IndexValue(n.index.xreplace(mapping), n.dtype)
-        elif isinstance(n, Op):
-            new = Op(n.name, tuple(memo[id(a)] for a in n.args), n.dtype)
-        elif isinstance(n, Constant):
-            new = n
-        else:
-            raise TypeError(f"stax-gpu: unknown value node {type(n).__name__}")
-        memo[id(n)] = new
-    return memo[id(root)]
+    return map_indices(root, lambda e: e.xreplace(mapping))
 
 
 def plan_scatter(schedule: Schedule, k: int, config: GpuConfig) -> tuple[KernelPlan, ScatterPass]:

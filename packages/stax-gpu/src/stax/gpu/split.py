@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
-from stax.ir import ComputedBuffer, Constant, Graph, IndexValue, Layout, Load, Op, Pointwise, Reduction, walk
+from stax.ir import ComputedBuffer, Graph, Layout, Load, Pointwise, Reduction, map_indices, walk
 from stax.ir import dtypes as dt
 from stax.ir.index import FloorDiv, ModularIndexing, as_int, pointwise_vars, reduction_vars
 from stax.ir.simplify import simplify_index
@@ -85,26 +85,6 @@ def split_factor(n: int, r: int, config: GpuConfig, sms: int) -> int:
 
 def _reads(node: ComputedBuffer) -> set:
     return {ld.buffer for ld in walk(node.body.value) if isinstance(ld, Load)}
-
-
-def _rewrite_indices(value, fn):
-    """The value DAG with every Load / IndexValue index replaced by fn(index)."""
-    memo: dict[int, object] = {}
-    for n in walk(value):
-        if isinstance(n, Load):
-            ind = tuple((s, memo[id(v)], b) for s, v, b in n.indirect)
-            mask = memo[id(n.mask)] if n.mask is not None else None
-            new = Load(n.buffer, fn(n.index), n.dtype, ind, mask, n.other)
-        elif isinstance(n, IndexValue):
-            new = IndexValue(fn(n.index), n.dtype)
-        elif isinstance(n, Op):
-            new = Op(n.name, tuple(memo[id(a)] for a in n.args), n.dtype)
-        elif isinstance(n, Constant):
-            new = n
-        else:
-            raise NotImplementedError(f"stax-gpu split: unknown value node {type(n).__name__}")
-        memo[id(n)] = new
-    return memo[id(value)]
 
 
 def _plan_split(schedule: Schedule, kernel: Kernel, config: GpuConfig, sms: int):
@@ -172,7 +152,7 @@ def _partial_and_final(nd: ComputedBuffer, s: int, chunk: int, name: str) -> tup
         stride = _prod(rsizes[j + 1 :])
         subs[v] = FloorDiv(flat, stride) if j == 0 else ModularIndexing(flat, stride, rsizes[j])
     span = dict(zip(pv, ranges + [s])) | {r0: chunk}
-    value = _rewrite_indices(body.value, lambda e: simplify_index(e.xreplace(subs), span))
+    value = map_indices(body.value, lambda e: simplify_index(e.xreplace(subs), span))
     p_layout = Layout.contiguous(tuple(ranges) + (s,), body.dtype, nd.layout.device)
     partial = ComputedBuffer(name, p_layout, Reduction(tuple(ranges) + (s,), (chunk,), body.reduction_type, value),
                              nd.origins)

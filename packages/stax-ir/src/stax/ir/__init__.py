@@ -5,7 +5,7 @@ the Graph interface and the numpy reference interpreter."""
 from . import dtypes
 from .build import cast, const, index_value, load, op
 from .dtypes import DType, promote_types
-from .expr import Constant, IndexValue, Load, Op, Value, format_value, loads, walk
+from .expr import Constant, IndexValue, Load, Op, Value, format_value, loads, map_indices, walk
 from .graph import (
     SCATTER_MODES,
     ComputedBuffer,
@@ -36,7 +36,7 @@ __all__ = [
     "Pointwise", "REDUCTIONS", "Reduction", "SCANS", "SCATTER_MODES", "Scan", "Scatter", "Value", "ValueRange", "View",
     "WELFORD_OUTPUTS", "body_roots", "bound_index", "bound_value", "bounds_check_needed", "cast", "cat",
     "coalesce_loops", "const", "constant_pad", "dtypes", "format_value", "from_storage",
-    "index_fits_int32", "index_max", "index_min", "index_value", "interpret", "load", "loads", "normalize_index", "op",
+    "index_fits_int32", "index_max", "index_min", "index_value", "interpret", "load", "loads", "map_indices", "normalize_index", "op",
     "op_def", "outputs", "pointwise_vars", "promote_types", "provably_true", "reduction_def",
     "reduction_vars", "scan_def", "simplify_index", "to_c", "to_python", "to_storage", "var", "walk",
     "with_mask",

@@ -148,6 +148,27 @@ def loads(root: Value) -> list[Load]:
     return [n for n in walk(root) if isinstance(n, Load)]
 
 
+def map_indices(root: Value, fn) -> Value:
+    """`root` with every Load / IndexValue index replaced by fn(index); masks, indirect
+    values and the DAG's sharing are kept (renaming loop variables, splitting a loop)."""
+    memo: dict[int, Value] = {}
+    for n in walk(root):
+        if isinstance(n, Load):
+            ind = tuple((s, memo[id(v)], b) for s, v, b in n.indirect)
+            mask = memo[id(n.mask)] if n.mask is not None else None
+            new = Load(n.buffer, fn(n.index), n.dtype, ind, mask, n.other)
+        elif isinstance(n, IndexValue):
+            new = IndexValue(fn(n.index), n.dtype)
+        elif isinstance(n, Op):
+            new = Op(n.name, tuple(memo[id(a)] for a in n.args), n.dtype)
+        elif isinstance(n, Constant):
+            new = n
+        else:
+            raise TypeError(f"map_indices: unknown value node {type(n).__name__}")
+        memo[id(n)] = new
+    return memo[id(root)]
+
+
 def _atom(v: Value, names: dict[int, str]) -> str:
     if id(v) in names:
         return names[id(v)]
