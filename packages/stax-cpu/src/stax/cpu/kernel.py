@@ -616,6 +616,23 @@ def _local_buffers(nests: list[Nest], escaping: set) -> dict:
     return out
 
 
+def bind_pointers(ctx: KernelContext, graph: Graph, written: list, stream_bytes: int | None,
+                  huge_bytes: int | None) -> None:
+    """The C function's pointers: in_ptrN per buffer read but not written here, out_ptrN per
+    written buffer that is not kernel-local; which outputs get streaming stores / huge pages."""
+    if stream_bytes is not None:
+        ctx.streaming = frozenset(b for b in written
+                                  if b not in ctx.local and graph.buffer_layout(b).nbytes() >= stream_bytes)
+    for name in written:
+        for ld in (n for n in walk(graph.node(name).body.value) if isinstance(n, Load)):
+            if ld.buffer not in written and ld.buffer not in ctx.in_ptrs:
+                ctx.in_ptrs[ld.buffer] = f"in_ptr{len(ctx.in_ptrs)}"
+    ctx.out_ptrs = {b: f"out_ptr{k}" for k, b in enumerate(b for b in written if b not in ctx.local)}
+    if huge_bytes is not None:
+        ctx.huge = tuple((ctx.out_ptrs[b], graph.buffer_layout(b).nbytes()) for b in ctx.out_ptrs
+                         if graph.buffer_layout(b).nbytes() >= huge_bytes)
+
+
 def emit_kernel(kernel: Kernel, graph: Graph, threads: int, min_chunk: int = 512, merge: bool = True,
                 vector_bytes: int = 0, escaping: set | None = None, tile: bool = True,
                 stream_bytes: int | None = None, huge_bytes: int | None = None) -> KernelSource:
@@ -627,18 +644,7 @@ def emit_kernel(kernel: Kernel, graph: Graph, threads: int, min_chunk: int = 512
     ctx = KernelContext(kernel.name, graph)
     if escaping is not None:
         ctx.local = _local_buffers(nests, escaping)
-    if stream_bytes is not None:
-        ctx.streaming = frozenset(b for b in kernel.nodes
-                                  if b not in ctx.local and graph.buffer_layout(b).nbytes() >= stream_bytes)
-    written = list(kernel.nodes)
-    for name in kernel.nodes:
-        for ld in (n for n in walk(graph.node(name).body.value) if isinstance(n, Load)):
-            if ld.buffer not in written and ld.buffer not in ctx.in_ptrs:
-                ctx.in_ptrs[ld.buffer] = f"in_ptr{len(ctx.in_ptrs)}"
-    ctx.out_ptrs = {b: f"out_ptr{k}" for k, b in enumerate(b for b in written if b not in ctx.local)}
-    if huge_bytes is not None:
-        ctx.huge = tuple((ctx.out_ptrs[b], graph.buffer_layout(b).nbytes()) for b in ctx.out_ptrs
-                         if graph.buffer_layout(b).nbytes() >= huge_bytes)
+    bind_pointers(ctx, graph, list(kernel.nodes), stream_bytes, huge_bytes)
     emitter = KernelEmitter(ctx, threads, min_chunk, vector_bytes, tile)
     depths = [emitter.nest_depth(n) for n in nests]
     body = Lines(1)

@@ -20,7 +20,7 @@ from stax.ir.graph import Scan
 from stax.sched.schedule import FUSED, OUTER_LOOP_FUSED, POINTWISE, REDUCTION, REUSE, Kernel, Schedule
 
 from . import cpp_ops as co
-from .kernel import KernelContext, KernelEmitter, KernelSource, Lines, LocalBuffer, _local_buffers
+from .kernel import KernelContext, KernelEmitter, KernelSource, Lines, LocalBuffer, _local_buffers, bind_pointers
 from .localize import Chunking, chunk_buffers, emit_chunked, plan_chunking
 from .loops import node_loops, parallel_depth
 from .nests import Nest, plan_nests, share_groups
@@ -280,17 +280,7 @@ def emit_region(region: Region, graph: Graph, threads: int, min_chunk: int, *, v
     """One `extern "C"` function running the region's kernels; err holds one record per kernel."""
     ctx = KernelContext(region.name, graph)
     ctx.local = dict(region.local)
-    written = [b for k in region.kernels for b in k.nodes]
-    if stream_bytes is not None:
-        ctx.streaming = frozenset(b for b in written if b not in ctx.local and graph.buffer_layout(b).nbytes() >= stream_bytes)
-    for name in written:
-        for n in walk(graph.node(name).body.value):
-            if isinstance(n, Load) and n.buffer not in written and n.buffer not in ctx.in_ptrs:
-                ctx.in_ptrs[n.buffer] = f"in_ptr{len(ctx.in_ptrs)}"
-    ctx.out_ptrs = {b: f"out_ptr{k}" for k, b in enumerate(b for b in written if b not in ctx.local)}
-    if huge_bytes is not None:
-        ctx.huge = tuple((ctx.out_ptrs[b], graph.buffer_layout(b).nbytes()) for b in ctx.out_ptrs
-                         if graph.buffer_layout(b).nbytes() >= huge_bytes)
+    bind_pointers(ctx, graph, [b for k in region.kernels for b in k.nodes], stream_bytes, huge_bytes)
     em = KernelEmitter(ctx, threads, min_chunk, vector_bytes, tile)
     nests = region.nests
     depth = [em.nest_depth(n) for _, n in nests]
