@@ -73,6 +73,10 @@ def test_op_on_cuda(case):
                         assert_same(tg.grad, ti.grad, rtol=r, atol=a, check_stride=False)
         m = metrics.snapshot()
         _all_on_gpu(m)
+        if EMULATE and dtype == torch.bfloat16 and name in ("scatter_add", "index_put_acc"):
+            # Triton's interpreter has no bf16 atomic add: that one op is a counted fallback there
+            assert dict(m.fallback_ops) == {"index_put.default" if "index_put" in name else "scatter_add.default": 1}
+            continue
         assert m.fallback_calls == 0, f"{name} ({dtype}): fallback ops {dict(m.fallback_ops)}"
 
 

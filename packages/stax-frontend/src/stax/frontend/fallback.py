@@ -171,11 +171,12 @@ def _shares_storage(t: torch.Tensor, bufs) -> bool:
     return any(isinstance(b, torch.Tensor) and b.numel() and b.untyped_storage().data_ptr() == p for b in bufs)
 
 
-def _conform(t: torch.Tensor, out, bufs) -> torch.Tensor:
-    """Make `t` own its memory and have the promised strides (size-1 dims free)."""
+def _conform(t: torch.Tensor, out, bufs, fresh: bool = False) -> torch.Tensor:
+    """Make `t` own its memory and have the promised strides (size-1 dims free).
+    `fresh`: the op never returns (a view of) an input: skip the aliasing check."""
     sizes, strides = out
     ok = tuple(t.shape) == tuple(sizes) and all(n == 1 or a == b for n, a, b in zip(sizes, t.stride(), strides))
-    if ok and not _shares_storage(t, bufs):
+    if ok and (fresh or not _shares_storage(t, bufs)):
         return t
     r = torch.empty_strided(sizes, strides, dtype=t.dtype, device=t.device)
     r.copy_(t)
@@ -187,20 +188,62 @@ def _resolve(kernel: str):
     return getattr(getattr(getattr(torch.ops, ns), name), overload)
 
 
-def aten_kernel(kernel: str) -> Callable:
+def _template(obj) -> Callable:
+    """decode(obj, tensors) as a function of the tensors, built once: constants are not
+    walked again on every call (the per-call cost of an extern call is Python work)."""
+    if isinstance(obj, tuple):
+        parts = [_template(x) for x in obj]
+        if all(getattr(f, "constant", False) for f in parts):
+            return _constant([f(()) for f in parts])
+        return lambda tensors: [f(tensors) for f in parts]
+    if isinstance(obj, str) and obj[:2] == "$t" and obj[2:].isdigit():
+        k = int(obj[2:])
+        return lambda tensors: tensors[k]
+    return _constant(decode(obj, ()))
+
+
+def _constant(value) -> Callable:
+    f = lambda tensors: value  # noqa: E731
+    f.constant = True
+    return f
+
+
+class _CallPlan:
+    """What one extern node's constants mean, worked out at its first call: which views are
+    the buffer itself (no as_strided), and the argument builders."""
+
+    def __init__(self, bufs, args, kwargs, views, out):
+        self.key = (args, kwargs, views, out)  # kept alive: the cache is keyed by their ids
+        self.views = tuple(
+            (slot, None if (tuple(bufs[slot].shape) == tuple(sizes) and tuple(bufs[slot].stride()) == tuple(strides)
+                            and offset == 0) else (sizes, strides, offset))
+            for slot, sizes, strides, offset in views
+        )
+        self.args = _template(args)
+        self.kwargs = tuple((k, _template(v)) for k, v in kwargs)
+
+    def tensors(self, bufs) -> list:
+        return [bufs[slot] if v is None else torch.as_strided(bufs[slot], v[0], v[1], bufs[slot].storage_offset() + v[2])
+                for slot, v in self.views]
+
+
+def aten_kernel(kernel: str, fresh: bool = False) -> Callable:
+    """The callable of one ATen op for stax's wrappers; `fresh`: its results never alias inputs."""
     op = _resolve(kernel)
+    plans: dict[tuple, _CallPlan] = {}
 
     def call(*bufs, args=(), kwargs=(), views=(), out=False):
-        tensors = [
-            torch.as_strided(bufs[slot], sizes, strides, bufs[slot].storage_offset() + offset)
-            for slot, sizes, strides, offset in views
-        ]
-        result = op(*decode(args, tensors), **{k: decode(v, tensors) for k, v in kwargs})
+        key = (id(args), id(kwargs), id(views), id(out))
+        plan = plans.get(key)
+        if plan is None or any(a is not b for a, b in zip(plan.key, (args, kwargs, views, out))):
+            plan = plans[key] = _CallPlan(bufs, args, kwargs, views, out)
+        tensors = plan.tensors(bufs)
+        result = op(*plan.args(tensors), **{k: f(tensors) for k, f in plan.kwargs})
         if out is None:
             return _carrier((), bufs)
         if out is False:
             return _carrier(tuple(result), bufs)
-        return _conform(result, out, bufs)
+        return _conform(result, out, bufs, fresh)
 
     call.__name__ = kernel.replace(".", "_")
     return call
@@ -223,5 +266,5 @@ def kernel_table(graph: Graph) -> dict[str, Callable]:
     table: dict[str, Callable] = {}
     for n in graph.nodes:
         if isinstance(n, ExternKernel) and n.kernel not in table:
-            table[n.kernel] = getitem_kernel if n.kernel == GETITEM else aten_kernel(n.kernel)
+            table[n.kernel] = getitem_kernel if n.kernel == GETITEM else aten_kernel(n.kernel, fresh=not n.fallback)
     return table
