@@ -138,3 +138,21 @@ def test_effect_only_op_is_a_fallback_call():
 
     m = check(f, x, fallbacks=None)
     assert set(m.fallback_ops) == {"_assert_async.msg"}
+
+
+def test_cpu_input_check_fast_path_and_its_errors():
+    """TorchAllocator.matches answers the exact case; anything else takes stax.cpu's full check."""
+    from stax.cpu import InputLayoutError
+    from stax.cpu.runtime import check_input
+    from stax.frontend.runtime import TorchAllocator
+    from stax.ir import dtypes as dt
+
+    alloc, t = TorchAllocator(), torch.randn(4, 3)
+    assert alloc.matches(t, (4, 3), (3, 1), dt.float32)
+    assert not alloc.matches(t, (4, 3), (3, 1), dt.float64) and not alloc.matches(t.t(), (3, 4), (4, 1), dt.float32)
+    check_input(alloc, t, (4, 3), (3, 1), dt.float32, "x")
+    check_input(alloc, torch.randn(4, 1), (4, 1), (1, 7), dt.float32, "y")  # a size-1 dim's stride is free
+    with pytest.raises(InputLayoutError, match=r"input x: expected sizes \(3, 4\) and strides \(4, 1\)"):
+        check_input(alloc, t.t(), (3, 4), (4, 1), dt.float32, "x")
+    with pytest.raises(InputLayoutError, match="input x: expected dtype float32, got float64"):
+        check_input(alloc, t.double(), (4, 3), (3, 1), dt.float32, "x")

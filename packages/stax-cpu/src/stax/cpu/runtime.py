@@ -51,6 +51,12 @@ def strides_match(sizes, expected, actual) -> bool:
 
 
 def check_input(allocator, buf, sizes: tuple, strides: tuple, dtype: dt.DType, name: str) -> None:
+    """Raise InputLayoutError unless `buf` has these sizes, strides (size-1 dims free) and dtype.
+    An allocator's optional `matches(buf, sizes, strides, dtype)` answers the common exact case
+    in one comparison (this runs for every input on every call)."""
+    matches = getattr(allocator, "matches", None)
+    if matches is not None and matches(buf, sizes, strides, dtype):
+        return
     got_sizes, got_strides = allocator.sizes_strides(buf)
     got_sizes, got_strides = tuple(int(s) for s in got_sizes), tuple(int(s) for s in got_strides)
     if got_sizes != sizes or not strides_match(sizes, strides, got_strides):

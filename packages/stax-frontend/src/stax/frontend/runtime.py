@@ -55,6 +55,11 @@ class TorchAllocator:
             return (0,), (1,)
         return tuple(buffer.shape), tuple(buffer.stride())
 
+    def matches(self, buffer, sizes, strides, dtype: dt.DType) -> bool:
+        """check_input's fast path: exactly these sizes, strides and dtype."""
+        return (isinstance(buffer, torch.Tensor) and buffer.shape == sizes and buffer.stride() == strides
+                and buffer.dtype == to_torch(dtype))
+
     def dtype_of(self, buffer):
         return to_stax(buffer.dtype) if isinstance(buffer, torch.Tensor) else None
 
