@@ -16,7 +16,7 @@ import pytest
 import torch
 from conftest import assert_same, run_stax, tol
 from stax.frontend import config, metrics
-from test_model_suite import MODELS, TOL, _data, _loss
+from test_model_suite import MODELS, _data, _loss, assert_same_step, check_inference
 from test_op_suite import CASES, _make, _run
 
 EMULATE = os.environ.get("STAX_TEST_EMULATE_CUDA") == "1" and os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
@@ -80,30 +80,16 @@ def test_op_on_cuda(case):
         assert m.fallback_calls == 0, f"{name} ({dtype}): fallback ops {dict(m.fallback_ops)}"
 
 
-def _cuda_data(name):
-    model, x, target = _data(name)
-    return model.to(DEVICE), x.to(DEVICE), target.to(DEVICE)
-
-
 @pytest.mark.parametrize("name", MODELS)
 def test_model_inference_cuda(name):
-    torch.manual_seed(0)
-    model, x, _ = _cuda_data(name)
-    model.eval()
-    with torch.no_grad():
-        expected = model(x)
-        actual = torch.compile(model, backend="stax", dynamic=False)(x)
-    assert_same(actual, expected, **TOL)
-    m = metrics.snapshot()
-    _all_on_gpu(m)
-    assert m.fallback_calls == 0, dict(m.fallback_ops)
+    _all_on_gpu(check_inference(name, DEVICE))
 
 
 @pytest.mark.parametrize("name", MODELS)
 def test_model_training_step_cuda(name):
     """A whole training step compiled (backward inside the compiled frame), twice."""
     torch.manual_seed(0)
-    model, x, target = _cuda_data(name)
+    model, x, target = _data(name, DEVICE)
     ref = copy.deepcopy(model)
     model.train()
     ref.train()
@@ -117,13 +103,7 @@ def test_model_training_step_cuda(name):
 
     compiled = torch.compile(step, backend="stax", dynamic=False)
     for _ in range(2):
-        loss, loss_ref = compiled(model, x), step(ref, x)
-        assert_same(loss, loss_ref, **TOL)
-        for (pname, p), (_, q) in zip(model.named_parameters(), ref.named_parameters()):
-            assert p.grad is not None, pname
-            assert_same(p.grad, q.grad, check_stride=False, **TOL)
-        for (_, b), (_, c) in zip(model.named_buffers(), ref.named_buffers()):
-            assert_same(b, c, **TOL)
+        assert_same_step(model, ref, compiled(model, x), step(ref, x))
     m = metrics.snapshot()
     _all_on_gpu(m)
     assert m.graphs_compiled == 2 and m.fallback_calls == 0, (m.graphs_compiled, dict(m.fallback_ops))

@@ -15,15 +15,17 @@ from stax.frontend import metrics
 TOL = dict(rtol=1e-4, atol=1e-5)  # float32 through several matmuls and reductions
 
 
-def _data(name):
+def _data(name, device="cpu"):
     g = torch.Generator().manual_seed(1)
     if name == "mlp":
-        return mlp(), torch.randn(16, 32, generator=g), torch.randint(0, 10, (16,), generator=g)
-    if name == "cnn":
-        return CNN(), torch.randn(4, 3, 16, 16, generator=g), torch.randint(0, 10, (4,), generator=g)
-    if name == "encoder":
-        return Block(32, 4, causal=False), torch.randn(2, 10, 32, generator=g), torch.randn(2, 10, 32, generator=g)
-    return GPT(), torch.randint(0, 50, (2, 16), generator=g), torch.randint(0, 50, (2, 16), generator=g)
+        m, x, t = mlp(), torch.randn(16, 32, generator=g), torch.randint(0, 10, (16,), generator=g)
+    elif name == "cnn":
+        m, x, t = CNN(), torch.randn(4, 3, 16, 16, generator=g), torch.randint(0, 10, (4,), generator=g)
+    elif name == "encoder":
+        m, x, t = Block(32, 4, causal=False), torch.randn(2, 10, 32, generator=g), torch.randn(2, 10, 32, generator=g)
+    else:
+        m, x, t = GPT(), torch.randint(0, 50, (2, 16), generator=g), torch.randint(0, 50, (2, 16), generator=g)
+    return m.to(device), x.to(device), t.to(device)
 
 
 def _loss(name, out, target):
@@ -35,10 +37,10 @@ def _loss(name, out, target):
 MODELS = ["mlp", "cnn", "encoder", "gpt"]
 
 
-@pytest.mark.parametrize("name", MODELS)
-def test_inference(name):
+def check_inference(name, device="cpu"):
+    """The model in eval mode, compiled, equals eager; returns the metrics (zero fallbacks asserted)."""
     torch.manual_seed(0)
-    model, x, _ = _data(name)
+    model, x, _ = _data(name, device)
     model.eval()
     with torch.no_grad():
         expected = model(x)
@@ -46,6 +48,22 @@ def test_inference(name):
     assert_same(actual, expected, **TOL)
     m = metrics.snapshot()
     assert m.graphs_failed == 0 and m.fallback_calls == 0, dict(m.fallback_ops)
+    return m
+
+
+def assert_same_step(model, ref, loss, loss_ref):
+    """After one step: the loss, every gradient and every buffer (running stats: mutations) as eager's."""
+    assert_same(loss, loss_ref, **TOL)
+    for (pname, p), (_, q) in zip(model.named_parameters(), ref.named_parameters()):
+        assert p.grad is not None, pname
+        assert_same(p.grad, q.grad, check_stride=False, **TOL)
+    for (_, b), (_, c) in zip(model.named_buffers(), ref.named_buffers()):
+        assert_same(b, c, **TOL)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_inference(name):
+    check_inference(name)
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -60,12 +78,7 @@ def test_training_step(name):
     loss.backward()
     loss_ref = _loss(name, ref(x), target)
     loss_ref.backward()
-    assert_same(loss, loss_ref, **TOL)
-    for (pname, p), (_, q) in zip(model.named_parameters(), ref.named_parameters()):
-        assert p.grad is not None, pname
-        assert_same(p.grad, q.grad, check_stride=False, **TOL)
-    for (_, b), (_, c) in zip(model.named_buffers(), ref.named_buffers()):  # running stats: mutations
-        assert_same(b, c, **TOL)
+    assert_same_step(model, ref, loss, loss_ref)
     m = metrics.snapshot()
     assert m.graphs_compiled == 2 and m.graphs_failed == 0
     assert m.fallback_calls == 0, dict(m.fallback_ops)
