@@ -14,10 +14,9 @@ import os
 
 import pytest
 import torch
-from conftest import assert_same, run_stax, tol
 from stax.frontend import config, metrics
 from test_model_suite import MODELS, _data, _loss, assert_same_step, check_inference
-from test_op_suite import CASES, _make, _run
+from test_op_suite import CASES, _make, check_case
 
 EMULATE = os.environ.get("STAX_TEST_EMULATE_CUDA") == "1" and os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -54,23 +53,7 @@ def test_op_on_cuda(case):
     for dtype in dtypes:
         torch._dynamo.reset()
         metrics.reset()
-        inputs = [_make(s, dtype, False, k).to(DEVICE) for k, s in enumerate(specs)]
-        grad = dtype == torch.float32
-        ref_in, expected = _run(fn, [t.clone() for t in inputs], grad)
-        got_in, actual = _run(lambda *a: run_stax(fn, *a), inputs, grad)
-        assert_same(actual, expected)
-        if grad:
-            outs = expected if isinstance(expected, tuple) else (expected,)
-            got = actual if isinstance(actual, tuple) else (actual,)
-            diff = [(o, a) for o, a in zip(outs, got) if o.requires_grad]
-            if diff:
-                ws = [torch.randn(o.shape, generator=torch.Generator().manual_seed(9)).to(DEVICE) for o, _ in diff]
-                sum((o * w).sum() for (o, _), w in zip(diff, ws)).backward()
-                sum((a * w).sum() for (_, a), w in zip(diff, ws)).backward()
-                r, a = tol(torch.float32)
-                for ti, tg in zip(ref_in, got_in):
-                    if ti.requires_grad:
-                        assert_same(tg.grad, ti.grad, rtol=r, atol=a, check_stride=False)
+        check_case(fn, [_make(s, dtype, False, k).to(DEVICE) for k, s in enumerate(specs)], dtype, device=DEVICE)
         m = metrics.snapshot()
         _all_on_gpu(m)
         if EMULATE and dtype == torch.bfloat16 and name in ("scatter_add", "index_put_acc"):

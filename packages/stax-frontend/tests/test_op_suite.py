@@ -142,6 +142,28 @@ def _run(fn, inputs, grad: bool):
     return inputs, out
 
 
+def check_case(fn, inputs, dtype, strided: bool = False, device: str = "cpu"):
+    """fn compiled equals eager; for float32, so do the input gradients of a random weighting of its outputs."""
+    grad = dtype == torch.float32
+    ref_in, expected = _run(fn, [t.clone() for t in inputs], grad)
+    got_in, actual = _run(lambda *a: run_stax(fn, *a), inputs, grad)
+    # strided inputs: decompositions may choose other (equally valid) output strides than eager's kernels
+    assert_same(actual, expected, check_stride=not strided)
+    if not grad:
+        return
+    outs = expected if isinstance(expected, tuple) else (expected,)
+    got = actual if isinstance(actual, tuple) else (actual,)
+    diff = [(o, a) for o, a in zip(outs, got) if o.requires_grad]
+    if diff:
+        ws = [torch.randn(o.shape, generator=torch.Generator().manual_seed(9)).to(device) for o, _ in diff]
+        sum((o * w).sum() for (o, _), w in zip(diff, ws)).backward()
+        sum((a * w).sum() for (_, a), w in zip(diff, ws)).backward()
+        r, a = tol(torch.float32)
+        for ti, tg in zip(ref_in, got_in):
+            if ti.requires_grad:
+                assert_same(tg.grad, ti.grad, rtol=r, atol=a, check_stride=False)
+
+
 @pytest.mark.parametrize("strided", [False, True], ids=["contig", "strided"])
 @pytest.mark.parametrize("case", CASES, ids=_ids())
 def test_forward_and_backward(case, strided):
@@ -149,24 +171,7 @@ def test_forward_and_backward(case, strided):
     for dtype in dtypes if not strided else dtypes[:1]:
         torch._dynamo.reset()
         metrics.reset()
-        inputs = [_make(s, dtype, strided, k) for k, s in enumerate(specs)]
-        grad = dtype == torch.float32
-        ref_in, expected = _run(fn, [t.clone() for t in inputs], grad)
-        got_in, actual = _run(lambda *a: run_stax(fn, *a), inputs, grad)
-        # strided inputs: decompositions may choose other (equally valid) output strides than eager's kernels
-        assert_same(actual, expected, check_stride=not strided)
-        if grad:
-            outs = expected if isinstance(expected, tuple) else (expected,)
-            got = actual if isinstance(actual, tuple) else (actual,)
-            diff = [(o, a) for o, a in zip(outs, got) if o.requires_grad]
-            if diff:
-                ws = [torch.randn(o.shape, generator=torch.Generator().manual_seed(9)) for o, _ in diff]
-                sum((o * w).sum() for (o, _), w in zip(diff, ws)).backward()
-                sum((a * w).sum() for (_, a), w in zip(diff, ws)).backward()
-                r, a = tol(torch.float32)
-                for ti, tg in zip(ref_in, got_in):
-                    if ti.requires_grad:
-                        assert_same(tg.grad, ti.grad, rtol=r, atol=a, check_stride=False)
+        check_case(fn, [_make(s, dtype, strided, k) for k, s in enumerate(specs)], dtype, strided)
         m = metrics.snapshot()
         assert m.graphs_failed == 0
         assert m.fallback_calls == 0, f"{name} ({dtype}): fallback ops {dict(m.fallback_ops)}"
