@@ -134,6 +134,43 @@ def host_us(fn, calls: int = 20) -> float:
     return round(us, 1)
 
 
+PROFILE_DIR = ""  # --profile-host DIR: cProfile of each implementation's calls, per workload
+
+
+def profile_host(name: str, impls: dict, out: str, calls: int = 200) -> None:
+    """Where a call's time goes: Python functions by own time (cProfile: the host side of
+    launch-bound workloads) and kernels by device time (torch.profiler). Appended to
+    DIR/host_profile.txt, one section per workload and implementation."""
+    import cProfile
+    import io
+    import pstats
+
+    buf = io.StringIO()
+    for impl, f in impls.items():
+        sync()
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(calls):
+            f()
+        prof.disable()
+        sync()
+        buf.write(f"\n==== {name} / {impl}: {calls} calls (cProfile)\n")
+        pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(20)
+        try:
+            from torch.profiler import ProfilerActivity, profile
+
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as p:
+                for _ in range(20):
+                    f()
+                sync()
+            buf.write(f"==== {name} / {impl}: 20 calls (torch.profiler, by device time)\n")
+            buf.write(p.key_averages().table(sort_by="self_device_time_total", row_limit=12, max_name_column_width=60))
+        except Exception as e:  # noqa: BLE001 - the profile is a diagnostic
+            buf.write(f"torch.profiler failed: {type(e).__name__}: {e}\n")
+    with open(os.path.join(out, "host_profile.txt"), "a") as fh:
+        fh.write(buf.getvalue())
+
+
 def copy_bandwidth(rounds: int = 7) -> float:
     """Bytes/s of dst.copy_(src) (read + write) over N*C float32s: the practical peak."""
     src = torch.randn(N * C, device="cpu" if DRY else "cuda")
@@ -310,6 +347,8 @@ def bench_workload(w, rounds: int, copy_bw: float, skip_inductor: bool, variants
         iters[name] = 1 if DRY else max(3, min(200, int(25 / max(est, 1e-3))))
     for name, f in impls.items():
         rec[f"{name}_host_us"] = host_us(f)
+    if PROFILE_DIR and not DRY:
+        profile_host(w.name, impls, PROFILE_DIR)
     samples = {name: [] for name in impls}
     order = list(impls)
     for k in range(rounds):
@@ -433,7 +472,13 @@ def main() -> int:
     ap.add_argument("--dry-run", action="store_true", help="tiny shapes on CPU under the Triton interpreter")
     ap.add_argument("--variants", default="", help="GpuConfig variants of stax to time as well, comma-separated; "
                     "'+' joins overrides within one variant ('default' is always timed)")
+    ap.add_argument("--profile-host", default="", metavar="DIR",
+                    help="write a cProfile of each implementation's calls per workload under DIR")
     a = ap.parse_args()
+    global PROFILE_DIR
+    PROFILE_DIR = a.profile_host
+    if PROFILE_DIR:
+        os.makedirs(PROFILE_DIR, exist_ok=True)
     variants = [v.strip() for v in a.variants.split(",") if v.strip() and v.strip() != "default"]
     for v in variants:  # a typo fails now, not after minutes on the device
         parse_overrides(v.partition("@")[0].replace("+", ","))

@@ -92,3 +92,33 @@ def test_env_var_forces_level(cache_dir, monkeypatch):
         compile_schedule(make_schedule(g), config=CpuConfig(cache_dir=str(cache_dir)))
     with pytest.raises(ValueError, match="unknown ISA"):
         CpuConfig(isa="neon")
+
+
+@pytest.mark.parametrize("level", ["avx512", "avx2", "none"])
+def test_max_min_propagate_nan_at_every_level(level, cache_dir):
+    """maximum / minimum and amax / amin rows have ISA-specific vector forms (a masked vmaxps on
+    AVX-512): NaN in either operand, in any lane, and +-inf / +-0 give the reference's answer."""
+    if level not in _levels(cache_dir):
+        pytest.skip(f"{level} not supported on this machine")
+    from test_reductions import reduction_node
+
+    cfg = CpuConfig(cache_dir=str(cache_dir), isa=level)
+    special = np.array([np.nan, 1.0, -1.0, np.inf, -np.inf, 0.0, -0.0, 3.5], np.float32)
+    a = np.repeat(special, special.size)
+    b = np.tile(special, special.size)  # every (a, b) pair of special values, 64 lanes
+    n = a.size
+    i0 = ir.pointwise_vars(1)[0]
+    xa, xb = contiguous("a", (n,)), contiguous("b", (n,))
+    for name in ("maximum", "minimum"):
+        v = ir.op(name, ir.load("a", i0, F32), ir.load("b", i0, F32))
+        ours, ref, _ = run_both(ir.Graph([xa, xb], [pointwise("o", (n,), v)], ["o"]), {"a": a, "b": b}, cfg)
+        assert_close(ours[0], ref[0], F32, what=f"{name} at {level}")
+    rows = np.random.default_rng(0).standard_normal((8, 67)).astype(np.float32)
+    rows[1, 5] = rows[3, 66] = rows[6, 0] = np.nan  # NaN in a vector lane, in the tail, in the first lane
+    rows[4, 10] = np.inf
+    x = contiguous("x", rows.shape)
+    for rtype in ("max", "min"):
+        g = ir.Graph([x], [reduction_node("r", x, rtype, (1,), False)], ["r"])
+        ours, ref, _ = run_both(g, {"x": rows}, cfg)
+        assert_close(ours[0], ref[0], F32, what=f"row {rtype} at {level}")
+        assert np.isnan(ours[0][[1, 3, 6]]).all()

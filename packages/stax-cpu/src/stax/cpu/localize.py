@@ -5,7 +5,7 @@ Example 7.2 on the CPU materializes exp into buf1, then reduces its rows: 32 MiB
 back. When the consumer's row loop reads, for rows [a, b), only the flat range [a*K, b*K) of what
 the producer writes (producer loop 0 outermost, its stores dense), both loops are strip-mined over
 the same chunks of R rows: each thread runs the producer then the consumer per chunk, and the
-buffer becomes one chunk of scratch (about `CpuConfig.localize_bytes`, so it stays in L2).
+buffer becomes one chunk of scratch (about `CpuConfig.localize_bytes`, so it stays in L1).
 Everything here is proved from the index expressions or the pair is left alone.
 """
 
