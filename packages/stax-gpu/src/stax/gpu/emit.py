@@ -248,7 +248,8 @@ class Emitter:
             parts.append(mask)
         if self.plan.form == "reduction" and self.config.eviction_hints:
             last = ld.buffer in self.evict_last or "x" not in axes
-            parts.append(f"eviction_policy='evict_{'last' if last else 'first'}'")
+            if last or self.config.evict_first:
+                parts.append(f"eviction_policy='evict_{'last' if last else 'first'}'")
         if mask:
             other = literal(ld.other, ld.dtype) if ld.mask is not None else literal(0, ld.dtype)
             parts.append(f"other={other}")
