@@ -54,7 +54,8 @@ class GpuConfig:
         neighbouring tiles of the transposed input rather than of the output (H200 A/B,
         two runs: transpose+add 1.027x and 1.03x faster, so on by default).
     eviction_hints: reductions mark loads evict_last (read again, or broadcast over rows)
-        or evict_first (read once); evict_first: False drops only the evict_first marks.
+        or evict_first (read once); evict_first / evict_last_broadcast: False drops only
+        the evict_first marks / the evict_last marks of broadcast loads (A/B knobs).
     static_masks: when every launch config's block divides a size (16384 rows of 4096),
         that axis's mask is an all-true constant (Inductor's way) and Triton drops the
         predicates from loads and stores.
@@ -86,6 +87,7 @@ class GpuConfig:
     max_autotune_configs: int = 4
     eviction_hints: bool = True
     evict_first: bool = True
+    evict_last_broadcast: bool = True
     static_masks: bool = True
     tile_swap: bool = True
     split_reductions: bool = True

@@ -247,9 +247,11 @@ class Emitter:
         if mask:
             parts.append(mask)
         if self.plan.form == "reduction" and self.config.eviction_hints:
-            last = ld.buffer in self.evict_last or "x" not in axes
-            if last or self.config.evict_first:
-                parts.append(f"eviction_policy='evict_{'last' if last else 'first'}'")
+            again, broadcast = ld.buffer in self.evict_last, "x" not in axes
+            if again or (broadcast and self.config.evict_last_broadcast):
+                parts.append("eviction_policy='evict_last'")
+            elif not broadcast and self.config.evict_first:
+                parts.append("eviction_policy='evict_first'")
         if mask:
             other = literal(ld.other, ld.dtype) if ld.mask is not None else literal(0, ld.dtype)
             parts.append(f"other={other}")
