@@ -66,6 +66,29 @@ def test_example_7_2_gpu_one_kernel_exp_inlined(tmp_path):
 
 
 @interpret
+def test_log_softmax_nll_gathers_in_the_row_kernel(tmp_path):
+    """nll_loss's per-row gather feeds a 1-output mean: rule 5 gives it a buffer and the GPU
+    policy fuses it into the row kernel (max, sum, gather: many programs), not into the mean's
+    single program. On the CPU the value stays inline (the CPU splits the mean over threads)."""
+    import torch.nn.functional as F
+
+    x, t = torch.randn(48, 40), torch.randint(0, 40, (48,))
+
+    def loss(x, t):
+        return F.nll_loss(F.log_softmax(x, -1), t)
+
+    assert_same(_gpu_run(loss, x, t, tmp_path=tmp_path), loss(x, t))
+    assert metrics.snapshot().materialized["rule5:gather_into_few_outputs"] == 1
+    src = _dump(tmp_path, "inference")["source.txt"]
+    row_kernel = src[src.index("def triton_per_fused_0"):src.index("def triton_per_fused_1")]
+    assert "triton_helpers.flag_error(" in row_kernel and "tl.sum(" in row_kernel  # the gather, with max and sum
+    assert "flag_error(" not in src[src.index("def triton_per_fused_1"):]
+    metrics.reset()
+    assert_same(run_stax(loss, x, t), loss(x, t))
+    assert metrics.snapshot().materialized["rule5:gather_into_few_outputs"] == 0
+
+
+@interpret
 def test_training_step_on_gpu_path():
     """Forward and backward graphs (extern addmm, log_softmax, gather) through stax.gpu."""
     torch.manual_seed(3)

@@ -30,6 +30,10 @@ class DeviceCosts:
     default_cost: int = 1
     recompute_threshold: float = 8  # rule 1: several users and body cost >= this
     reduction_input_threshold: float = 4  # rule 3: feeds a reduction, has other users, cost >= this
+    # rule 5: a gather feeding a reduction with at most this many outputs gets a buffer, so the
+    # gather runs where the buffer is computed (many programs) instead of inside the few programs
+    # of the reduction (GPU: one program walked 16384 gathered rows of log_softmax+nll in 23 us)
+    few_outputs: int = 0
 
     def cost(self, name: str) -> int:
         return dict(self.op_cost).get(name, self.default_cost)
@@ -46,7 +50,8 @@ CPU_COSTS = DeviceCosts(
     recompute_threshold=8,
     reduction_input_threshold=4,
 )
-GPU_COSTS = DeviceCosts(op_cost=(), recompute_threshold=float("inf"), reduction_input_threshold=float("inf"))
+GPU_COSTS = DeviceCosts(op_cost=(), recompute_threshold=float("inf"), reduction_input_threshold=float("inf"),
+                       few_outputs=64)
 
 
 def _env_flag(name: str, default: bool = False) -> bool:

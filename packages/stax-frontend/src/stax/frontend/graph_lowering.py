@@ -261,6 +261,23 @@ class GraphLowering:
                 kinds.append("pointwise")
         return kinds
 
+    def fewest_reduction_outputs(self, node: torch.fx.Node) -> int | None:
+        """The smallest output numel of the reductions reading `node` (through views), or None."""
+        best = None
+        for u in node.users:
+            if u.op != "call_function":
+                continue
+            low = lookup(u.target)
+            if u.target is operator.getitem or (low is not None and low.kind == VIEW):
+                n = self.fewest_reduction_outputs(u)
+            elif low is not None and low.kind == REDUCTION and isinstance(u.meta.get("val"), torch.Tensor):
+                n = u.meta["val"].numel()
+            else:
+                continue
+            if n is not None and (best is None or n < best):
+                best = n
+        return best
+
     def _placeholder(self, node, example):
         if not isinstance(example, torch.Tensor):
             raise GraphUnsupported(f"non-tensor graph input {node.name}={example!r} (symbolic shapes?)")
@@ -322,7 +339,7 @@ class GraphLowering:
         """Apply the §6.6 rules to a freshly lowered value."""
         if isinstance(value, Lazy):
             kinds = self.user_kinds(node)
-            reason = materialize.decide(value, kinds, self.cfg)
+            reason = materialize.decide(value, kinds, self.cfg, self.fewest_reduction_outputs(node))
             if reason is not None:
                 val = node.meta.get("val")
                 strides = meta_strides(val) if reason == "rule0:output" and isinstance(val, torch.Tensor) else None

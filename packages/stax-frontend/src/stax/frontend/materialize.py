@@ -11,7 +11,10 @@ Lazies compose into one expression (§6.3); a value is written to memory only wh
   rule 3  it feeds a reduction and also has other users, with a body that is not
           trivial on this device: the reduction and the pointwise users cannot
           share one loop, so inlining would compute it twice;
-  rule 4  its body is too large (`config.max_body_ops`) for one kernel.
+  rule 4  its body is too large (`config.max_body_ops`) for one kernel;
+  rule 5  it gathers (an indirect load) and feeds a reduction with few outputs
+          (GPU: `few_outputs`): inlined, every gather would run in the reduction's
+          few programs, latency-bound; as a buffer it is computed in parallel.
 
 Reductions are always buffers (their inputs are inlined into their bodies).
 Users are counted through view ops: `e.view(...).sum()` is a user of `e`.
@@ -33,12 +36,13 @@ class BodyStats:
     ops: int
     reads: int
     cost: float
+    gathers: int = 0  # indirect loads
 
 
 def body_stats(tv: TensorValue, cfg: Config) -> BodyStats:
     value = tv.load(pointwise_vars(tv.ndim))
     costs = cfg.costs(tv.device)
-    ops = reads = 0
+    ops = reads = gathers = 0
     cost = 0.0
     for n in walk(value):
         if isinstance(n, Op):
@@ -47,11 +51,13 @@ def body_stats(tv: TensorValue, cfg: Config) -> BodyStats:
             cost += costs.cost(n.name)
         elif isinstance(n, Load):
             reads += 1
-    return BodyStats(ops, reads, cost)
+            gathers += bool(n.indirect)
+    return BodyStats(ops, reads, cost, gathers)
 
 
-def decide(tv: TensorValue, users: list[UserKind], cfg: Config) -> str | None:
-    """The rule that makes `tv` a buffer now, or None to keep it inline."""
+def decide(tv: TensorValue, users: list[UserKind], cfg: Config, fewest_outputs: int | None = None) -> str | None:
+    """The rule that makes `tv` a buffer now, or None to keep it inline. `fewest_outputs`:
+    the smallest output count among the reductions that read it (None: none does)."""
     if not isinstance(tv, Lazy) or not users:
         return None
     if "output" in users:
@@ -70,6 +76,8 @@ def decide(tv: TensorValue, users: list[UserKind], cfg: Config) -> str | None:
         return "rule3:reduction_input"
     if stats.ops > cfg.max_body_ops:
         return "rule4:body_size"
+    if stats.gathers and fewest_outputs is not None and fewest_outputs <= costs.few_outputs:
+        return "rule5:gather_into_few_outputs"
     return None
 
 
