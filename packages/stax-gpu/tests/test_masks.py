@@ -55,3 +55,13 @@ def test_tile_swap_walks_y_tiles_on_axis_0(swap):
     src = kernel_src(m, "triton_poi_fused_0")
     assert ("yoffset = tl.program_id(0) * YBLOCK" in src) == swap
     assert "ymask = yindex < ynumel" in src and "xmask = xindex < xnumel" in src
+
+
+@pytest.mark.parametrize("static", [True, False])
+def test_static_numels_are_constants_in_the_body(static):
+    """static_numels: `xnumel = 13` / `r0_numel = 37` open the body (ragged sizes keep their
+    masks against the constants); the results do not change."""
+    m = run(_row_sums(13, 37), cfg=config(static_numels=static, **LOOPED), x=(0.5, 1.5))
+    src = kernel_src(m, "triton_red_fused_0")
+    assert ("    xnumel = 13\n    r0_numel = 37\n" in src) == static
+    assert "r0_mask = r0_index < r0_numel" in src

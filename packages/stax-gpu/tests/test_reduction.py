@@ -55,6 +55,8 @@ def test_example_7_1_one_persistent_kernel_row_sum_in_registers():
     assert "R0_BLOCK: tl.constexpr = 128" in src
     assert src.count("tl.store(") == 1 and "tl.sum(" in src
     assert "buf1 stays in registers" in m.source and "buf1 = empty_strided" not in m.source
+    # it writes a full (x, r) output: its read-once load is not marked evict_first (H200 A/B)
+    assert "eviction_policy" not in src
 
 
 def test_example_7_2_listing_7_2_shape():

@@ -56,6 +56,8 @@ class GpuConfig:
     eviction_hints: reductions mark loads evict_last (read again, or broadcast over rows)
         or evict_first (read once); evict_first / evict_last_broadcast: False drops only
         the evict_first marks / the evict_last marks of broadcast loads (A/B knobs).
+    static_numels: pointwise and reduction kernels redefine their size parameters as constants
+        in the body (xnumel = 16384), as Inductor does: trip counts and masks are compile-time.
     static_masks: when every launch config's block divides a size (16384 rows of 4096),
         that axis's mask is an all-true constant (Inductor's way) and Triton drops the
         predicates from loads and stores.
@@ -89,6 +91,7 @@ class GpuConfig:
     evict_first: bool = True
     evict_last_broadcast: bool = True
     static_masks: bool = True
+    static_numels: bool = True
     tile_swap: bool = True
     split_reductions: bool = True
     split_max_outputs: int | None = None

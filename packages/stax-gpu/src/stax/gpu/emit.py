@@ -90,6 +90,7 @@ class Emitter:
         self.uses_err = False
         self.axis_of = {v.name: {v.axis} for v in plan.axis_vars}
         self.evict_last: set = set()  # buffers read again later in the kernel (looped reductions)
+        self.evict_first_ok = True  # read-once loads may be marked evict_first (see write_reduction)
         for b in plan.loads:
             self.args[b] = f"in_ptr{len(self.args)}"
         for k, b in enumerate(plan.stores):
@@ -250,7 +251,7 @@ class Emitter:
             again, broadcast = ld.buffer in self.evict_last, "x" not in axes
             if again or (broadcast and self.config.evict_last_broadcast):
                 parts.append("eviction_policy='evict_last'")
-            elif not broadcast and self.config.evict_first:
+            elif not broadcast and self.config.evict_first and self.evict_first_ok:
                 parts.append("eviction_policy='evict_first'")
         if mask:
             other = literal(ld.other, ld.dtype) if ld.mask is not None else literal(0, ld.dtype)
