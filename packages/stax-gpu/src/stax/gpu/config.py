@@ -53,6 +53,8 @@ class GpuConfig:
     tile_swap: 2-D tiles walk y tiles on program_id(0): neighbouring programs read
         neighbouring tiles of the transposed input rather than of the output (H200 A/B,
         two runs: transpose+add 1.027x and 1.03x faster, so on by default).
+    tile_store_x: 2-D tiles put the dims the writes walk contiguously on x, the tile's inner
+        axis (Inductor's orientation); False keeps the loop order (y = outer dims).
     eviction_hints: reductions mark loads evict_last (read again, or broadcast over rows)
         or evict_first (read once); evict_first / evict_last_broadcast: False drops only
         the evict_first marks / the evict_last marks of broadcast loads (A/B knobs).
@@ -94,6 +96,7 @@ class GpuConfig:
     static_masks: bool = True
     static_numels: bool = False
     tile_swap: bool = True
+    tile_store_x: bool = True
     split_reductions: bool = True
     split_max_outputs: int | None = None
     split_min_rnumel: int = 65536  # H200 A/B: at r=16384 (log_softmax+nll) the extra launch cost more than it saved
