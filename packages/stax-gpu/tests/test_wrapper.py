@@ -116,3 +116,15 @@ def test_hand_built_schedule_without_alloc_events_still_allocates():
     m = compile_schedule(sched, config=config())
     flats, tensors = make_inputs(g)
     np.testing.assert_array_equal(m.call(tensors)[0].cpu().numpy(), -flats["x"])
+
+
+def test_allocator_for_cpu_uses_the_fast_path_and_keeps_the_layout():
+    import torch
+    from stax.gpu.runtime import allocator_for, empty_strided
+
+    alloc = allocator_for(torch.device("cpu"))
+    assert alloc is not empty_strided  # torch's C++ _empty_strided_cpu, as Inductor's wrappers
+    t = alloc((3, 4), (1, 3), torch.float16, torch.device("cpu"))
+    assert (tuple(t.shape), t.stride(), t.dtype, t.device.type) == ((3, 4), (1, 3), torch.float16, "cpu")
+    if not torch.cuda.is_available():  # no device to place it on: the generic path
+        assert allocator_for(torch.device("cuda")) is empty_strided

@@ -27,7 +27,7 @@ from .emit import ErrorTable
 from .heuristics import candidates
 from .kernels import variants, write_kernel
 from .plan import EXTERN_FORM, plan_kernels
-from .runtime import ErrorFlag, KernelLauncher
+from .runtime import ErrorFlag, KernelLauncher, allocator_for
 from .scatter import plan_with_scatters, scatter_kernel_set, split_scatters
 from .split import split_reductions
 from .wrapper import generate_wrapper
@@ -131,6 +131,7 @@ def compile_schedule(schedule, *, extern_kernels=None, config: GpuConfig | None 
 
     device = torch.device(config.device)
     module.DEVICE = device
+    module.empty_strided = allocator_for(device)
     module.GRAPH = schedule.graph  # as run: split reductions add partial buffers
     module.ERRORS = ErrorFlag(errors.entries, device, sync=config.error_sync or errors.unpoisoned) if errors.entries else ()
     autotuner = default_autotuner(config)

@@ -67,6 +67,21 @@ def empty_strided(sizes, strides, dtype, device) -> torch.Tensor:
     return torch.empty_strided(sizes, strides, dtype=dtype, device=device)
 
 
+def allocator_for(device: torch.device):
+    """The `empty_strided` a module's wrapper calls: torch's C++ fast path (what Inductor's
+    wrappers call: no dispatcher, ~2.5x cheaper per buffer) when it allocates on `device`
+    unambiguously (the CPU, or the only cuda device); else the generic one."""
+    guards = getattr(getattr(torch._C, "_dynamo", None), "guards", None)
+    fast = None
+    if device.type == "cpu":
+        fast = getattr(guards, "_empty_strided_cpu", None)
+    elif device.type == "cuda" and torch.cuda.is_available() and torch.cuda.device_count() == 1:
+        fast = getattr(guards, "_empty_strided_cuda", None)
+    if fast is None:
+        return empty_strided
+    return lambda sizes, strides, dtype, _device: fast(sizes, strides, dtype)
+
+
 def reinterpret(t: torch.Tensor, sizes, strides) -> torch.Tensor:
     """Reuse t's storage with another shape and strides (§7.5: no copy)."""
     return torch.as_strided(t, sizes, strides, 0)
