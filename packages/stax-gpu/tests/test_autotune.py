@@ -119,3 +119,24 @@ def test_key_depends_on_source_shapes_and_device():
 def test_interpreter_default_is_first_choice():
     assert isinstance(default_autotuner(config()), FirstChoice)
     assert isinstance(default_autotuner(config(interpret=False, autotune=True)), BenchmarkAutotuner)
+
+
+def test_rounds_interleave_candidates_and_take_medians(tmp_path):
+    """rounds=3: every round times every candidate, starting one further along; a drift that
+    slows whatever runs first in a round does not decide the winner (medians)."""
+    from types import SimpleNamespace
+
+    cands = [SimpleNamespace(key=lambda k=k: f"c{k}") for k in range(3)]
+    base = {"c0": 1.0, "c1": 0.9, "c2": 1.1}
+    order = []
+
+    def timer(fn):
+        fn()
+        first = len(order) % 3 == 1  # the first timing of each round (fn appended just now)
+        return base[order[-1]] + (5.0 if first else 0.0)
+
+    tuner = BenchmarkAutotuner(AutotuneCache(str(tmp_path)), timer, rounds=3)
+    best = tuner.select("k" * 16, cands, lambda c: order.append(c.key()))
+    assert order == ["c0", "c1", "c2", "c1", "c2", "c0", "c2", "c0", "c1"]
+    assert best.key() == "c1"  # fastest by median though it ran first in round 2
+    assert AutotuneCache(str(tmp_path)).get("k" * 16)["choice"] == "c1"
