@@ -213,3 +213,31 @@ def test_ir_ops_without_fallback():
     check(lambda x, k: (x << 3, x >> 2, x << k, x >> k, torch.bitwise_left_shift(x.int(), k.int())), i, s)
     m = check(lambda x, y: torch.nextafter(x, y), a.half(), b.half(), fallbacks=1)
     assert dict(m.fallback_ops) == {"nextafter.default": 1}
+
+
+def test_division_by_a_number_is_a_multiply_by_its_reciprocal():
+    """x / 5.66 lowers to x * (1/5.66) (within an ulp of the quotient; Inductor does the same, a
+    vector divide costs several multiplies); x / 0, x / inf, integer / integer and a reciprocal
+    that overflows keep the division and its IEEE results."""
+    import tempfile
+
+    from stax.frontend import config
+    from test_reductions import _ir
+
+    x = make(torch.float32)
+    x[0, :3] = torch.tensor([0.0, float("inf"), float("nan")])
+    i = make(torch.int64)
+    cases = [
+        (lambda a: a / 5.656854249492381, x, "mul(", "truediv("),
+        (lambda a: a / 0.0, x, "truediv(", "mul("),
+        (lambda a: a / float("inf"), x, "truediv(", "mul("),
+        (lambda a: a / 1e-39, x, "truediv(", "mul("),  # 1/y overflows float32
+        (lambda a: a / 3, i, "truediv(", "mul("),
+        (lambda a: a / 0.3, make(torch.bfloat16), "mul(", "truediv("),
+    ]
+    for fn, arg, present, absent in cases:
+        torch._dynamo.reset()
+        with config.patch(debug=True, debug_dir=tempfile.mkdtemp(prefix="stax-fe-test-")) as cfg:
+            check(fn, arg)
+        ir = _ir(cfg.debug_dir)
+        assert present in ir and absent not in ir, ir
