@@ -82,3 +82,13 @@ def test_tile_store_x_puts_the_writes_contiguous_dim_on_x(store_x):
     src = kernel_src(m, "triton_poi_fused_0")
     store = next(line for line in src.splitlines() if "tl.store(" in line)
     assert ("(x1 + 50*y0)" in store) == store_x and ("(50*x1 + y0)" in store) == (not store_x), store
+
+
+@pytest.mark.parametrize("hint", [True, False])
+def test_tile_evict_last_marks_the_tiles_loads(hint):
+    """tile_evict_last (an A/B knob for transposes) adds evict_last to the 2-D tile's loads; same results."""
+    n, c = 50, 70
+    g = Graph((inp("a", (c, n)), inp("b", (n, c))),
+              (pw("buf0", (n, c), op("add", load("a", i0 + n * i1, f32), load("b", c * i0 + i1, f32))),), ("buf0",))
+    src = kernel_src(run(g, cfg=config(tile_evict_last=hint, xblock_cap=16)), "triton_poi_fused_0")
+    assert src.count("eviction_policy='evict_last'") == (2 if hint else 0)

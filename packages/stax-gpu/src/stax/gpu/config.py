@@ -56,6 +56,7 @@ class GpuConfig:
     tile_store_x: 2-D tiles put the dims the writes walk contiguously on x, the tile's inner
         axis (Inductor's orientation); False keeps the loop order (y = outer dims). Off: on the
         H200 transpose+add (a column-major write) ran 1.025x faster without it (one A/B run).
+    tile_evict_last: 2-D tiles (transposes) mark their loads evict_last, as Inductor's do (A/B knob).
     eviction_hints: reductions mark loads evict_last (read again, or broadcast over rows)
         or evict_first (read once); evict_first / evict_last_broadcast: False drops only
         the evict_first marks / the evict_last marks of broadcast loads (A/B knobs).
@@ -98,6 +99,7 @@ class GpuConfig:
     static_numels: bool = False
     tile_swap: bool = True
     tile_store_x: bool = False
+    tile_evict_last: bool = False
     split_reductions: bool = True
     split_max_outputs: int | None = None
     split_min_rnumel: int = 65536  # H200 A/B: at r=16384 (log_softmax+nll) the extra launch cost more than it saved

@@ -25,7 +25,7 @@ from stax.ir.value_ranges import indirect_checks_needed
 
 from .config import GpuConfig
 from .indexing import _balanced, axes_of, texpr
-from .plan import XR, KernelPlan, NodePlan
+from .plan import TILED_FORM, XR, KernelPlan, NodePlan
 from .triton_ops import cast, compute_triton_dtype, literal, store_cast, triton_dtype, triton_op
 
 # Python literals are weakly typed in Triton (int8 + 1 stays int8), except against bools.
@@ -247,7 +247,9 @@ class Emitter:
         parts = [ptr]
         if mask:
             parts.append(mask)
-        if self.plan.form == "reduction" and self.config.eviction_hints:
+        if self.plan.form == TILED_FORM and self.config.tile_evict_last:
+            parts.append("eviction_policy='evict_last'")  # (Inductor marks a transpose's loads so)
+        elif self.plan.form == "reduction" and self.config.eviction_hints:
             again, broadcast = ld.buffer in self.evict_last, "x" not in axes
             if again or (broadcast and self.config.evict_last_broadcast):
                 parts.append("eviction_policy='evict_last'")
