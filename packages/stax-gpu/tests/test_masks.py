@@ -57,33 +57,6 @@ def test_tile_swap_walks_y_tiles_on_axis_0(swap):
     assert "ymask = yindex < ynumel" in src and "xmask = xindex < xnumel" in src
 
 
-@pytest.mark.parametrize("static", [True, False])
-def test_static_numels_are_constants_in_the_body(static):
-    """static_numels: `xnumel = 13` / `r0_numel = 37` open the body (ragged sizes keep their
-    masks against the constants); the results do not change."""
-    m = run(_row_sums(13, 37), cfg=config(static_numels=static, **LOOPED), x=(0.5, 1.5))
-    src = kernel_src(m, "triton_red_fused_0")
-    assert ("    xnumel = 13\n    r0_numel = 37\n" in src) == static
-    assert "r0_mask = r0_index < r0_numel" in src
-
-
-@pytest.mark.parametrize("store_x", [True, False])
-def test_tile_store_x_puts_the_writes_contiguous_dim_on_x(store_x):
-    """a.t() + b written column-major (eager's layout for it): the write walks dim 0, so with
-    tile_store_x the tile's x (inner) axis is dim 0 and the store's stride-1 term is x; the
-    results are the same either way."""
-    from gpu_testlib import lay
-    from stax.ir import ComputedBuffer, Pointwise
-
-    n, c = 50, 70  # ragged against 16x16 tiles
-    v = op("add", load("a", i0 + n * i1, f32), load("b", c * i0 + i1, f32))
-    out = ComputedBuffer("buf0", lay((n, c), strides=(1, n)), Pointwise((n, c), v))
-    m = run(Graph((inp("a", (c, n)), inp("b", (n, c))), (out,), ("buf0",)), cfg=config(tile_store_x=store_x, xblock_cap=16))
-    src = kernel_src(m, "triton_poi_fused_0")
-    store = next(line for line in src.splitlines() if "tl.store(" in line)
-    assert ("(x1 + 50*y0)" in store) == store_x and ("(50*x1 + y0)" in store) == (not store_x), store
-
-
 @pytest.mark.parametrize("hint", [True, False])
 def test_tile_evict_last_marks_the_tiles_loads(hint):
     """tile_evict_last (an A/B knob for transposes) adds evict_last to the 2-D tile's loads; same results."""

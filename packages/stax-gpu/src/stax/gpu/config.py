@@ -53,16 +53,10 @@ class GpuConfig:
     tile_swap: 2-D tiles walk y tiles on program_id(0): neighbouring programs read
         neighbouring tiles of the transposed input rather than of the output (H200 A/B,
         two runs: transpose+add 1.027x and 1.03x faster, so on by default).
-    tile_store_x: 2-D tiles put the dims the writes walk contiguously on x, the tile's inner
-        axis (Inductor's orientation); False keeps the loop order (y = outer dims). Off: on the
-        H200 transpose+add (a column-major write) ran 1.025x faster without it (one A/B run).
     tile_evict_last: 2-D tiles (transposes) mark their loads evict_last, as Inductor's do (A/B knob).
     eviction_hints: reductions mark loads evict_last (read again, or broadcast over rows)
         or evict_first (read once); evict_first / evict_last_broadcast: False drops only
         the evict_first marks / the evict_last marks of broadcast loads (A/B knobs).
-    static_numels: pointwise and reduction kernels redefine their size parameters as constants
-        in the body (xnumel = 16384), as Inductor does: trip counts and masks are compile-time.
-        Off: on the H200 (one A/B run over the 11 workloads) it was 0.99-1.0x, never faster.
     static_masks: when every launch config's block divides a size (16384 rows of 4096),
         that axis's mask is an all-true constant (Inductor's way) and Triton drops the
         predicates from loads and stores.
@@ -96,9 +90,7 @@ class GpuConfig:
     evict_first: bool = True
     evict_last_broadcast: bool = True
     static_masks: bool = True
-    static_numels: bool = False
     tile_swap: bool = True
-    tile_store_x: bool = False
     tile_evict_last: bool = False
     split_reductions: bool = True
     split_max_outputs: int | None = None

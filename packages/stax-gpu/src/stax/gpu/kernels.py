@@ -62,12 +62,6 @@ def _signature(name: str, em: Emitter, numels: tuple, blocks: tuple) -> str:
     return f"@triton.jit\ndef {name}({', '.join(params)}):"
 
 
-def _static_numels(numels: tuple, config: GpuConfig) -> list[str]:
-    """`xnumel = 16384`: the size parameters as constants in the body (Inductor's way), so loop
-    trip counts and masks are known when Triton compiles; the parameters stay for the launcher."""
-    return [f"{n} = {v}" for n, v in numels] if config.static_numels else []
-
-
 def _axis_defs(plan: KernelPlan, axis: str) -> list[str]:
     return [f"{v.name} = {v.definition()}" for v in plan.axis_vars if v.axis == axis]
 
@@ -110,7 +104,6 @@ def write_pointwise(plan: KernelPlan, config: GpuConfig, errors: ErrorTable, nam
                  _mask_line("x", "xindex < xnumel", "[XBLOCK]", full)]
     head += _axis_defs(plan, "x")
     body = _render(em.top.lines, "    ")
-    head = _static_numels(numels, config) + head
     src = "\n".join([_signature(name, em, numels, blocks)] + ["    " + h for h in head] + body) + "\n"
     return KernelSource(name, TILED if tiled else POINTWISE, src, tuple(em.args), em.uses_err, numels, blocks, None, full,
                         tiled and swap)
@@ -154,7 +147,6 @@ def write_reduction(plan: KernelPlan, config: GpuConfig, errors: ErrorTable, nam
         body = _render(em.top.lines, "    ")
         blocks = ("XBLOCK",)
     numels = (("xnumel", plan.xnumel), ("r0_numel", rn))
-    head = _static_numels(numels, config) + head
     src = "\n".join([_signature(name, em, numels, blocks)] + ["    " + h for h in head] + body) + "\n"
     return KernelSource(name, LOOPED if looped else PERSISTENT, src, tuple(em.args), em.uses_err, numels, blocks, r0_block,
                         full)

@@ -242,14 +242,13 @@ def _assign_axes(plan: KernelPlan, nodes, roles, dims, config: GpuConfig) -> Non
         # Rename every node's dims to shared symbols, then merge on the union of accesses.
         X = [sympy.Symbol(f"_X{j}", integer=True, nonnegative=True) for j in range(len(next(iter(xsigs))))]
         R = [sympy.Symbol(f"_R{j}", integer=True, nonnegative=True) for j in range(len(next(iter(rsigs), ())))]
-        renames, all_exprs, writes = [], [], []
+        renames, all_exprs = [], []
         for nd, (xd, rd, cut) in zip(nodes, dims):
             ren = _rename([v for v, s in xd], [s for v, s in xd], X)
             ren.update(_rename([v for v, s in rd], [s for v, s in rd], R))
             ren = _unsplit(ren, cut)
             renames.append(ren)
             all_exprs += [e.xreplace(ren) for e in node_index_exprs(nd)]
-            writes.append(len(all_exprs) - 1)  # node_index_exprs ends with the write index
         xsizes = list(next(iter(xsigs)))
         rsizes = list(next(iter(rsigs), ()))
         xs, xre, exprs, xvars = _coalesce(list(zip(X, xsizes)), all_exprs, "c") if X else ([], {}, all_exprs, [])
@@ -257,13 +256,10 @@ def _assign_axes(plan: KernelPlan, nodes, roles, dims, config: GpuConfig) -> Non
         split = _tile_split(plan, xvars, exprs, xs, config)
         axis_map = {}
         if split is not None:
-            ys, xs_ = list(range(split)), list(range(split, len(xvars)))
-            if config.tile_store_x and _stores_walk(exprs, writes, xvars, ys) and _prod(xs[split:]) <= 65535 * 16:
-                ys, xs_ = xs_, ys  # the writes' contiguous dims become x, the tile's inner axis (as Inductor)
-            axis_map.update(zip([xvars[j] for j in ys], table.digits("yindex", [xs[j] for j in ys])))
-            axis_map.update(zip([xvars[j] for j in xs_], table.digits("xindex", [xs[j] for j in xs_])))
+            axis_map.update(zip(xvars[:split], table.digits("yindex", xs[:split])))
+            axis_map.update(zip(xvars[split:], table.digits("xindex", xs[split:])))
             plan.form = TILED_FORM
-            plan.ynumel, plan.xnumel = _prod(xs[j] for j in ys), _prod(xs[j] for j in xs_)
+            plan.ynumel, plan.xnumel = _prod(xs[:split]), _prod(xs[split:])
         else:
             axis_map.update(zip(xvars, table.digits("xindex", xs)))
         axis_map.update(zip(rvars, table.digits("r0_index", rs)))
@@ -324,12 +320,6 @@ def _tile_split(plan: KernelPlan, xvars, exprs, xs, config: GpuConfig) -> int | 
     if ynumel < 16 or _prod(xs[split:]) < 16 or ynumel > 65535 * 16:
         return None
     return split
-
-
-def _stores_walk(exprs, writes, xvars, dims) -> bool:
-    """Do all the kernel's writes walk one of `dims` with stride 1?"""
-    contig = {_contiguous_dim(exprs[w], xvars) for w in writes}
-    return bool(contig) and all(c in dims for c in contig)
 
 
 def _index_dtype(plan: KernelPlan, config: GpuConfig) -> str:
