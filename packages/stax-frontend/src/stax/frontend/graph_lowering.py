@@ -237,46 +237,28 @@ class GraphLowering:
         return name
 
     # ---- nodes ---------------------------------------------------------------
-    def user_kinds(self, node: torch.fx.Node) -> list[str]:
-        """How each user (through views) consumes `node`, for the cost model."""
-        kinds = []
+    def users(self, node: torch.fx.Node) -> list[tuple[str, torch.fx.Node]]:
+        """(kind, user) for each consumer of `node`, looking through getitem and views (a view
+        nobody uses counts as a pointwise user), for the cost model."""
+        out = []
         for u in node.users:
             if u.op == "output":
-                kinds.append("output")
+                out.append(("output", u))
                 continue
             if u.op != "call_function":
-                kinds.append("buffer")
+                out.append(("buffer", u))
                 continue
             if u.target is operator.getitem:
-                kinds.extend(self.user_kinds(u))
+                out.extend(self.users(u))
                 continue
             low = lookup(u.target)
             if low is None or low.kind == BUFFER:
-                kinds.append("buffer")
+                out.append(("buffer", u))
             elif low.kind == VIEW:
-                kinds.extend(self.user_kinds(u) or ["pointwise"])
-            elif low.kind == REDUCTION:
-                kinds.append("reduction")
+                out.extend(self.users(u) or [("pointwise", u)])
             else:
-                kinds.append("pointwise")
-        return kinds
-
-    def fewest_reduction_outputs(self, node: torch.fx.Node) -> int | None:
-        """The smallest output numel of the reductions reading `node` (through views), or None."""
-        best = None
-        for u in node.users:
-            if u.op != "call_function":
-                continue
-            low = lookup(u.target)
-            if u.target is operator.getitem or (low is not None and low.kind == VIEW):
-                n = self.fewest_reduction_outputs(u)
-            elif low is not None and low.kind == REDUCTION and isinstance(u.meta.get("val"), torch.Tensor):
-                n = u.meta["val"].numel()
-            else:
-                continue
-            if n is not None and (best is None or n < best):
-                best = n
-        return best
+                out.append(("reduction" if low.kind == REDUCTION else "pointwise", u))
+        return out
 
     def _placeholder(self, node, example):
         if not isinstance(example, torch.Tensor):
@@ -338,8 +320,10 @@ class GraphLowering:
     def _after(self, node, value):
         """Apply the §6.6 rules to a freshly lowered value."""
         if isinstance(value, Lazy):
-            kinds = self.user_kinds(node)
-            reason = materialize.decide(value, kinds, self.cfg, self.fewest_reduction_outputs(node))
+            users = self.users(node)
+            outs = [u.meta["val"].numel() for kind, u in users
+                    if kind == "reduction" and isinstance(u.meta.get("val"), torch.Tensor)]
+            reason = materialize.decide(value, [k for k, _ in users], self.cfg, min(outs, default=None))
             if reason is not None:
                 val = node.meta.get("val")
                 strides = meta_strides(val) if reason == "rule0:output" and isinstance(val, torch.Tensor) else None
