@@ -284,7 +284,7 @@ def build_variant(w, path: str, variant: str, inputs, ref) -> tuple:
     return (lambda: module.call(list(inputs))), list(module.kernel_names), ok, err
 
 
-def bench_workload(w, rounds: int, copy_bw: float, skip_inductor: bool, variants=()) -> dict:
+def bench_workload(w, rounds: int, copy_bw: float, skip_inductor: bool, variants=(), inductor_modes=()) -> dict:
     rec = {"name": w.name}
     inputs = w.make_inputs()
     ref = w.fn(*inputs)
@@ -334,6 +334,14 @@ def bench_workload(w, rounds: int, copy_bw: float, skip_inductor: bool, variants
             impls["inductor"] = lambda: ind(*inputs)
         except Exception as e:  # noqa: BLE001
             rec["inductor_error"] = f"{type(e).__name__}: {e}"[:500]
+        for mode in inductor_modes:  # e.g. reduce-overhead: Inductor with its CUDA graph trees
+            try:
+                ind_m = torch.compile(fresh_copy(w.fn, "inductor_" + mode.replace("-", "_")), mode=mode)
+                ok, err = max_err(ind_m(*inputs), ref, *w.tol)
+                rec[f"inductor[{mode}]_correct"] = ok
+                impls[f"inductor[{mode}]"] = lambda f=ind_m: f(*inputs)
+            except Exception as e:  # noqa: BLE001
+                rec[f"inductor[{mode}]_error"] = f"{type(e).__name__}: {e}"[:500]
     if "stax" in impls:
         ok, err = max_err(impls["stax"]() if path == "frontend" else flat(impls["stax"]()), ref, *w.tol)
         rec["stax_correct"], rec["stax_max_abs_err"] = ok, err
@@ -366,6 +374,10 @@ def bench_workload(w, rounds: int, copy_bw: float, skip_inductor: bool, variants
             rec["stax_vs_inductor"] = round(rec["inductor_ms"] / rec["stax_ms"], 3)
     if "inductor_ms" in rec:
         rec["inductor_vs_eager"] = round(rec["eager_ms"] / rec["inductor_ms"], 3)
+    for mode in inductor_modes:
+        ms = rec.get(f"inductor[{mode}]_ms")
+        if ms is not None and "stax_ms" in rec:
+            rec[f"stax_vs_inductor[{mode}]"] = round(ms / rec["stax_ms"], 3)
     for entry in rec.get("variants", []):
         ms = rec.get(f"stax[{entry['variant']}]_ms")
         if ms is None:
@@ -405,6 +417,15 @@ def markdown(result: dict) -> str:
         )
     lines += ["", f"geomean speedup over eager: stax {result.get('geomean_stax_vs_eager')}, "
               f"inductor {result.get('geomean_inductor_vs_eager')}; stax over inductor {result.get('geomean_stax_vs_inductor')}"]
+    for mode in result.get("inductor_modes", []):
+        lines += ["", f"Inductor with mode={mode!r} (timed interleaved with the rest)", "",
+                  "| workload | stax ms | inductor ms | inductor[mode] ms | stax/inductor[mode] | inductor[mode] % copy BW | host us: stax / inductor[mode] |",
+                  "|---|---|---|---|---|---|---|"]
+        for r in result["workloads"]:
+            if f"inductor[{mode}]_ms" in r:
+                lines.append(f"| {r['name']} | {r.get('stax_ms')} | {r.get('inductor_ms')} | {r[f'inductor[{mode}]_ms']} | "
+                             f"{r.get(f'stax_vs_inductor[{mode}]')} | {r.get(f'inductor[{mode}]_pct_copy')} | "
+                             f"{r.get('stax_host_us')} / {r.get(f'inductor[{mode}]_host_us')} |")
     ab = [(r, e) for r in result["workloads"] for e in r.get("variants", [])]
     if ab:
         lines += ["", "A/B: stax under GpuConfig variants (timed interleaved with default stax, inductor, eager;"
@@ -472,6 +493,8 @@ def main() -> int:
     ap.add_argument("--dry-run", action="store_true", help="tiny shapes on CPU under the Triton interpreter")
     ap.add_argument("--variants", default="", help="GpuConfig variants of stax to time as well, comma-separated; "
                     "'+' joins overrides within one variant ('default' is always timed)")
+    ap.add_argument("--inductor-modes", default="", help="torch.compile modes of Inductor to time as well "
+                    "(comma-separated, e.g. reduce-overhead)")
     ap.add_argument("--profile-host", default="", metavar="DIR",
                     help="write a cProfile of each implementation's calls per workload under DIR")
     a = ap.parse_args()
@@ -497,6 +520,7 @@ def main() -> int:
         "shape": [N, C],
         "rounds": a.rounds,
         "variants": variants,
+        "inductor_modes": [m.strip() for m in a.inductor_modes.split(",") if m.strip()],
         "workloads": [],
     }
     bw = copy_bandwidth()
@@ -510,7 +534,7 @@ def main() -> int:
             continue
         CAPTURE.lines.clear()
         try:
-            rec = bench_workload(w, a.rounds, bw, a.skip_inductor, variants)
+            rec = bench_workload(w, a.rounds, bw, a.skip_inductor, variants, result["inductor_modes"])
         except Exception as e:  # noqa: BLE001 - one workload's failure must not cost the others
             rec = {"name": w.name, "error": f"{type(e).__name__}: {e}"[:500], "trace": traceback.format_exc()[-3000:]}
         rec["stax_log"] = CAPTURE.lines[-40:]

@@ -90,3 +90,36 @@ def test_model_training_step_cuda(name):
     m = metrics.snapshot()
     _all_on_gpu(m)
     assert m.graphs_compiled == 2 and m.fallback_calls == 0, (m.graphs_compiled, dict(m.fallback_ops))
+
+
+def test_repeated_calls_keep_every_result_and_draw_new_dropout_masks():
+    """Same input addresses call after call (stax.gpu replays CUDA graphs there): each result is
+    eager's for the contents of that call, results held across calls stay intact, and each
+    call draws a new dropout mask (the seed is an input, read at replay)."""
+    torch._dynamo.reset()
+    metrics.reset()
+
+    def f(x, w):
+        return torch.softmax(x * w, -1), torch.nn.functional.dropout(x, 0.5, training=True)
+
+    compiled = torch.compile(f, backend="stax", dynamic=False)
+    torch.manual_seed(0)
+    x = torch.randn(64, 128, device=DEVICE)
+    w = torch.randn(128, device=DEVICE)
+    kept, masks = [], []
+    for k in range(8):
+        x.copy_(torch.randn(64, 128))
+        sm, dr = compiled(x, w)
+        ref, xin = torch.softmax(x * w, -1), x.clone()
+        masks.append((dr != 0).clone())
+        if k % 2:  # hold every other result; drop the rest at once
+            kept.append((sm, dr, ref, xin))
+        else:
+            torch.testing.assert_close(sm, ref)
+            assert ((dr == 0) | torch.isclose(dr, 2 * xin)).all()
+        del sm, dr
+    for sm, dr, ref, xin in kept:
+        torch.testing.assert_close(sm, ref)
+        assert ((dr == 0) | torch.isclose(dr, 2 * xin)).all()
+    assert all(not torch.equal(a, b) for a, b in zip(masks, masks[1:]))
+    _all_on_gpu(metrics.snapshot())

@@ -24,6 +24,7 @@ from gpu_testlib import (
     red,
     run,
 )
+from stax.gpu.compile import generated_module
 from stax.ir import Graph, IndexValue, const, load, op
 from stax.ir import cast as ir_cast
 from stax.ir.index import var
@@ -64,7 +65,7 @@ def _bad_and_good_inputs(bad):
 def test_out_of_range_gather_reads_nan_and_is_raised_later(bad):
     """Never silently wrong: the faulting row is NaN, the flag raises once, then resets."""
     m = compile_embedding()
-    flag = m.call.__globals__["ERRORS"]
+    flag = generated_module(m).ERRORS
     bad_in, good_in = _bad_and_good_inputs(bad)
     if not ON_CUDA:
         flag.end = lambda: None  # stand in for the asynchronous read: look at the output first
@@ -90,7 +91,7 @@ def compile_embedding(table_dtype=f32, **kw):
 def test_only_poisoned_checks_skip_the_sync():
     """On cuda a float gather reads its flag asynchronously; an integer gather cannot be
     poisoned with NaN, so its module reads the flag in the call (as error_sync=True)."""
-    flag = lambda m: m.call.__globals__["ERRORS"]  # noqa: E731
+    flag = lambda m: generated_module(m).ERRORS  # noqa: E731
     assert not flag(compile_embedding(device="cuda")).sync
     assert flag(compile_embedding(i64, device="cuda")).sync
     assert flag(compile_embedding(device="cuda", error_sync=True)).sync

@@ -24,7 +24,9 @@ def _int_type(v: int) -> str:
 
 def compile_module(compiled, graph, arch: int = 90, all_configs: bool = False) -> list[str]:
     """Compile each kernel variant of a CompiledModule for sm_<arch>; returns 'name config' lines."""
-    module = __import__("sys").modules[compiled.call.__module__]
+    from .compile import generated_module
+
+    module = generated_module(compiled)
     graph = getattr(module, "GRAPH", None) or graph  # the graph as compiled (with split partials)
     done = []
     for name in sorted(n for n in vars(module) if n.startswith("launch_")):

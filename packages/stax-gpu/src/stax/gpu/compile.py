@@ -24,6 +24,7 @@ from stax.sched import CompiledModule
 from .autotune import autotune_key, default_autotuner
 from .config import GpuConfig
 from .emit import ErrorTable
+from .graphs import GraphedCall
 from .heuristics import candidates
 from .kernels import variants, write_kernel
 from .plan import EXTERN_FORM, plan_kernels
@@ -159,4 +160,28 @@ def compile_schedule(schedule, *, extern_kernels=None, config: GpuConfig | None 
         setattr(module, f"launch_{p.index}", launcher)
         names.append(" / ".join(ks.name for ks in vs))
         log.info("%s: %s variants=%s candidates=%d", p.name, vs[0].name, [ks.variant for ks in vs], len(cands))
-    return CompiledModule(source, module.call, device=config.device, kernel_names=tuple(names))
+    call = module.call
+    why_not = _why_not_graphed(config, plans, module.ERRORS)
+    if why_not is None:
+        call = GraphedCall(call, module.__name__, errors=module.ERRORS or None,
+                           instances=config.cuda_graph_instances, keys=config.cuda_graph_keys)
+    elif config.cuda_graphs and device.type == "cuda":
+        log.info("stax-gpu: no CUDA graphs for this module: %s", why_not)
+    return CompiledModule(source, call, device=config.device, kernel_names=tuple(names))
+
+
+def generated_module(compiled: CompiledModule):
+    """The Python module a CompiledModule's wrapper lives in (its launchers, ERRORS, GRAPH)."""
+    call = compiled.call
+    return sys.modules[getattr(call, "call", call).__module__]  # a GraphedCall wraps the wrapper
+
+
+def _why_not_graphed(config: GpuConfig, plans, errors) -> str | None:
+    """None when the module's wrapper may be replayed as a CUDA graph (graphs.py), else why not."""
+    if not config.cuda_graphs or config.interpret or not config.device.startswith("cuda"):
+        return "off" if not config.cuda_graphs else "not a cuda module"
+    if any(p.form == EXTERN_FORM for p in plans):
+        return "it calls extern kernels"
+    if errors and errors.sync:
+        return "its error flag is read synchronously"
+    return None

@@ -66,6 +66,10 @@ class GpuConfig:
         largest divisor of r with S <= split_target_programs / n_out (None: 4 x SMs) and
         r / S >= split_min_chunk.
     num_sms: streaming multiprocessors of the target (None: ask the device; 132 = H200).
+    cuda_graphs: replay a cuda module's wrapper as a CUDA graph once the same input
+        addresses come back (graphs.py: one host call instead of a launch per kernel;
+        outputs are never overwritten while anyone holds them); cuda_graph_instances
+        graphs per input-address tuple, cuda_graph_keys tuples per module.
     autotuner: an object with `select(key, candidates, run)`; None builds the default.
 
     `from_env` also applies STAX_GPU_CONFIG="field=value,..." (see `parse_overrides`).
@@ -98,6 +102,9 @@ class GpuConfig:
     split_min_chunk: int = 128
     split_target_programs: int | None = None
     num_sms: int | None = None
+    cuda_graphs: bool = True
+    cuda_graph_instances: int = 2
+    cuda_graph_keys: int = 4
     autotuner: object = field(default=None, compare=False, hash=False)
 
     def __post_init__(self):

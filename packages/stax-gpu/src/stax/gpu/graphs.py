@@ -1,0 +1,164 @@
+"""CUDA graph replay of a module's wrapper: one host call instead of one launch per kernel.
+
+A module's `call(args)` is a pure function of the memory its inputs point at: shapes are
+static and every kernel argument other than a pointer is a constant. So a CUDA graph
+captured for one tuple of input addresses (and layouts) replays the call exactly for any
+later call with those addresses, whatever they hold by then. What a graph cannot do is
+give fresh outputs: it writes the same buffers (in its private memory pool) each replay.
+`GraphedCall` therefore replays an instance only when nothing outside it holds that
+instance's previous outputs (each output's Python reference count, tensor use count and
+storage use count are back at their values right after capture); otherwise it captures
+another instance for the key (up to `instances`) or makes a plain call. A user who keeps
+`y = f(x)` across calls gets two instances used in turn; nothing is ever overwritten
+while reachable.
+
+Modules that call extern (ATen) kernels, read their error flag synchronously, or return
+memory they did not allocate (an output reusing an input's storage) are not graphed.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections import OrderedDict
+
+import torch
+
+log = logging.getLogger("stax.gpu")
+
+
+class CudaGraphs:
+    """The real backend: torch.cuda.CUDAGraph, one private memory pool per instance."""
+
+    @staticmethod
+    def capturing() -> bool:
+        return torch.cuda.is_current_stream_capturing()
+
+    @staticmethod
+    def capture(call, args: list):
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            outs = call(args)
+        return g, outs
+
+    @staticmethod
+    def replay(handle) -> None:
+        handle.replay()
+
+
+def _use_counts(outs) -> tuple:
+    """Who holds each output: (Python refs, tensor use count, storage use count)."""
+    storage_count = torch._C._storage_Use_Count
+    return tuple((sys.getrefcount(o), o._use_count(), storage_count(c)) for o, c in outs)
+
+
+class _Instance:
+    __slots__ = ("handle", "outs", "result", "base")
+
+    def __init__(self, handle, result: list):
+        self.handle = handle
+        self.result = result  # a list: each call hands out a new tuple of the same tensors
+        self.outs = tuple((o, o.untyped_storage()._cdata) for o in result)
+        self.base = _use_counts(self.outs)
+
+    def idle(self) -> bool:
+        return _use_counts(self.outs) == self.base
+
+
+class _Entry:
+    __slots__ = ("layouts", "instances")
+
+    def __init__(self, layouts):
+        self.layouts = layouts
+        self.instances: list[_Instance] = []
+
+
+def _layouts(args) -> tuple:
+    return tuple((a.size(), a.stride(), a.dtype) for a in args)
+
+
+class GraphedCall:
+    """`call(args)` that replays CUDA graphs keyed by the inputs' addresses.
+
+    A key's first `warmup` calls run plainly (the first one autotunes); the next captures.
+    At most `keys` input-address tuples keep graphs (least recently used dropped), each
+    with at most `instances` graphs. `stats` counts replays, captures and plain calls.
+    """
+
+    def __init__(self, call, name: str, errors=None, warmup: int = 1, instances: int = 2, keys: int = 4,
+                 backend=CudaGraphs):
+        self.call = call
+        self.name = name
+        self.errors = errors
+        self.warmup = warmup
+        self.max_instances = instances
+        self.max_keys = keys
+        self.backend = backend
+        self.entries: OrderedDict[tuple, _Entry] = OrderedDict()
+        self.seen: dict[tuple, int] = {}
+        self.disabled = ""  # why graphs were turned off for this module, once they were
+        self.stats = {"replays": 0, "captures": 0, "plain": 0}
+
+    def __call__(self, args: list):
+        if self.disabled or self.backend.capturing():  # inside a user's capture: launches join it
+            self.stats["plain"] += 1
+            return self.call(args)
+        key = tuple(a.data_ptr() for a in args)
+        entry = self.entries.get(key)
+        if entry is not None and entry.layouts == _layouts(args):
+            for inst in entry.instances:
+                if inst.idle():
+                    args.clear()
+                    if self.errors:
+                        self.errors.begin()  # raise what an earlier call flagged
+                    self.backend.replay(inst.handle)
+                    self.entries.move_to_end(key)
+                    self.stats["replays"] += 1
+                    return tuple(inst.result)
+            if len(entry.instances) >= self.max_instances:
+                self.stats["plain"] += 1
+                return self.call(args)
+            return self._capture(key, entry, args)
+        n = self.seen.get(key, 0) + 1
+        if n <= self.warmup or entry is not None:  # entry with other layouts: a plain call checks them
+            self.seen[key] = n
+            if len(self.seen) > 64 * self.max_keys:  # addresses that never repeat: forget them
+                self.seen.clear()
+            self.stats["plain"] += 1
+            return self.call(args)
+        entry = _Entry(_layouts(args))
+        return self._capture(key, entry, args)
+
+    def _capture(self, key, entry: _Entry, args: list):
+        if self.errors:
+            self.errors.begin()  # raise what an earlier call flagged here, not inside the capture
+        inputs = {a.untyped_storage().data_ptr() for a in args}
+        try:
+            handle, outs = self.backend.capture(self.call, list(args))
+        except Exception as e:  # noqa: BLE001 - a capture failure costs the graphs, never the call
+            return self._disable(f"capture failed ({type(e).__name__}: {e})", args)
+        if not all(isinstance(o, torch.Tensor) for o in outs):
+            return self._disable("an output is not a tensor", args)
+        if any(o.untyped_storage().data_ptr() in inputs for o in outs):
+            return self._disable("an output shares an input's memory", args)
+        inst = _Instance(handle, list(outs))
+        del outs
+        entry.instances.append(inst)
+        self.entries[key] = entry
+        self.entries.move_to_end(key)
+        self.seen.pop(key, None)
+        while len(self.entries) > self.max_keys:
+            self.entries.popitem(last=False)
+        self.stats["captures"] += 1
+        log.info("%s: captured CUDA graph %d for input addresses %s", self.name, len(entry.instances),
+                 ",".join(hex(p) for p in key))
+        args.clear()
+        self.backend.replay(inst.handle)  # capture recorded the kernels without running them
+        return tuple(inst.result)
+
+    def _disable(self, why: str, args: list):
+        self.disabled = why
+        self.entries.clear()
+        log.info("%s: CUDA graphs off: %s", self.name, why)
+        self.stats["plain"] += 1
+        return self.call(args)

@@ -1,0 +1,266 @@
+"""CUDA graph replay (graphs.py): when a graph may replay, and that no output anyone holds
+is ever overwritten. On CPU a fake backend stands in for CUDA graphs: its capture runs the
+call once and then poisons the outputs with NaN (a real capture runs nothing), its replay
+re-runs the call on the captured inputs into the captured outputs. On cuda the real
+backend runs a real module."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from gpu_testlib import DEVICE, ON_CUDA, config, f32, i0, i1, inp, make_inputs, pw, r0, red
+from stax.gpu import compile_schedule
+from stax.gpu.compile import _why_not_graphed
+from stax.gpu.graphs import GraphedCall
+from stax.gpu.plan import EXTERN_FORM
+from stax.gpu.testing import build_schedule
+from stax.ir import Graph, interpret, load, op, outputs
+
+
+class FakeGraphs:
+    def __init__(self, fail: str = ""):
+        self.fail = fail
+        self.in_capture = False
+
+    def capturing(self) -> bool:
+        return self.in_capture
+
+    def capture(self, call, args):
+        if self.fail:
+            raise RuntimeError(self.fail)
+        inputs = list(args)
+        saved = [a.clone() for a in inputs]
+        outs = call(args)
+        for o in outs:
+            o.fill_(math.nan)
+        for a, s in zip(inputs, saved):  # as if nothing ran (an in-place output included)
+            a.copy_(s)
+        return (call, inputs, outs), outs
+
+    @staticmethod
+    def replay(handle) -> None:
+        call, inputs, outs = handle
+        for o, new in zip(outs, call(list(inputs))):
+            o.copy_(new)
+
+
+def two_outputs(args):
+    x, w = args
+    args.clear()
+    return (x * 2 + w, (x - w).sum(1))
+
+
+def reference(x, w):
+    return (x * 2 + w, (x - w).sum(1))
+
+
+def same(got, ref) -> bool:
+    return all(torch.equal(g, r) for g, r in zip(got, ref))
+
+
+@pytest.fixture
+def xw():
+    torch.manual_seed(0)
+    return torch.randn(4, 8), torch.randn(4, 8)
+
+
+def test_replays_after_one_plain_call_and_reads_what_the_inputs_hold_now(xw):
+    x, w = xw
+    g = GraphedCall(two_outputs, "t", backend=FakeGraphs())
+    for k in range(5):
+        x.copy_(torch.randn(4, 8))
+        args = [x, w]
+        got = g(args)
+        assert args == []
+        assert same(got, reference(x, w)), k
+        del got
+    assert g.stats == {"plain": 1, "captures": 1, "replays": 3}
+
+
+def test_outputs_someone_holds_are_never_overwritten(xw):
+    x, w = xw
+    g = GraphedCall(two_outputs, "t", backend=FakeGraphs(), instances=2)
+    kept = []
+    for _ in range(5):
+        x.copy_(torch.randn(4, 8))
+        kept.append((g([x, w]), reference(x, w)))
+    assert all(same(got, ref) for got, ref in kept)
+    assert g.stats == {"plain": 3, "captures": 2, "replays": 0}  # warm-up, A, B, then both busy
+
+
+@pytest.mark.parametrize("hold", ["view", "detach", "tensor", "second output"])
+def test_any_alias_of_an_output_keeps_its_instance_busy(xw, hold):
+    x, w = xw
+    g = GraphedCall(two_outputs, "t", backend=FakeGraphs(), instances=1)
+    g([x, w])  # warm-up
+    got = g([x, w])  # captured
+    held = {"view": lambda o: o[0][1:], "detach": lambda o: o[0].detach(), "tensor": lambda o: o[0],
+            "second output": lambda o: o[1]}[hold](got)
+    before = held.clone()
+    del got
+    x.add_(1)
+    got = g([x, w])
+    assert same(got, reference(x, w))
+    assert torch.equal(held, before)
+    assert g.stats["replays"] == 0
+    del got, held
+    assert same(g([x, w]), reference(x, w))
+    assert g.stats["replays"] == 1
+
+
+def test_new_addresses_run_plainly_and_keys_are_bounded(xw):
+    _, w = xw
+    g = GraphedCall(two_outputs, "t", backend=FakeGraphs(), keys=2)
+    for _ in range(4):
+        x = torch.randn(4, 8)
+        assert same(g([x, w]), reference(x, w))
+    assert g.stats == {"plain": 4, "captures": 0, "replays": 0}
+    g = GraphedCall(two_outputs, "t", backend=FakeGraphs(), keys=2)
+    xs = [torch.randn(4, 8) for _ in range(3)]
+    for _ in range(3):
+        for x in xs:
+            assert same(g([x, w]), reference(x, w))
+    # round 1 warms up; round 2 captures all three (the third evicts the first key);
+    # round 3 warms the first up again and replays the other two
+    assert len(g.entries) == 2
+    assert g.stats == {"plain": 4, "captures": 3, "replays": 2}
+
+
+def test_another_layout_at_the_same_address_runs_plainly():
+    def double(args):
+        (x,) = args
+        args.clear()
+        return (x * 2,)
+
+    x = torch.randn(32)
+    g = GraphedCall(double, "t", backend=FakeGraphs())
+    for _ in range(3):
+        g([x.view(4, 8)])
+    got = g([x.view(8, 4)])
+    assert got[0].shape == (8, 4) and torch.equal(got[0], x.view(8, 4) * 2)
+    assert g.stats == {"plain": 2, "captures": 1, "replays": 1}
+
+
+def test_an_output_in_an_input_s_memory_turns_graphs_off(xw):
+    def in_place(args):
+        x, w = args
+        args.clear()
+        return (x.add_(w),)
+
+    x, w = xw
+    g = GraphedCall(in_place, "t", backend=FakeGraphs())
+    expect = x.clone()
+    for _ in range(3):
+        expect += w
+        assert torch.equal(g([x, w])[0], expect)
+    assert g.disabled == "an output shares an input's memory"
+
+
+def test_a_failed_capture_turns_graphs_off_and_the_call_still_runs(xw):
+    x, w = xw
+    g = GraphedCall(two_outputs, "t", backend=FakeGraphs(fail="operation not permitted when stream is capturing"))
+    for _ in range(3):
+        assert same(g([x, w]), reference(x, w))
+    assert g.disabled.startswith("capture failed (RuntimeError: operation not permitted")
+    assert g.stats == {"plain": 3, "captures": 0, "replays": 0}
+
+
+def test_inside_a_user_s_capture_the_call_runs_plainly(xw):
+    x, w = xw
+    backend = FakeGraphs()
+    backend.in_capture = True
+    g = GraphedCall(two_outputs, "t", backend=backend)
+    for _ in range(3):
+        assert same(g([x, w]), reference(x, w))
+    assert g.stats == {"plain": 3, "captures": 0, "replays": 0}
+
+
+class Flag:
+    """The ErrorFlag protocol: begin() raises what an earlier call flagged, once."""
+
+    def __init__(self):
+        self.code = 0
+
+    def begin(self):
+        if self.code:
+            self.code = 0
+            raise IndexError("stax-gpu: index out of bounds (in an earlier call)")
+
+
+def test_flagged_errors_are_raised_before_capture_and_before_replay(xw):
+    x, w = xw
+    flag = Flag()
+    g = GraphedCall(two_outputs, "t", errors=flag, backend=FakeGraphs())
+    g([x, w])
+    flag.code = 1  # the warm-up call's kernels flagged an error
+    with pytest.raises(IndexError, match="earlier call"):
+        g([x, w])  # would capture: raises first, like a plain call
+    g([x, w])  # captures
+    flag.code = 1
+    with pytest.raises(IndexError, match="earlier call"):
+        g([x, w])  # would replay
+    assert same(g([x, w]), reference(x, w))
+    assert g.stats["captures"] == 1 and g.stats["replays"] == 1
+
+
+def wrapper_graph(n=8, m=16):
+    b0 = pw("buf0", (n, m), op("mul", load("x", m * i0 + i1, f32), load("x", m * i0 + i1, f32)))
+    b1 = red("buf1", (n,), (m,), "sum", load("buf0", m * i0 + r0, f32))
+    b2 = pw("buf2", (n, m), op("sub", load("x", m * i0 + i1, f32), load("buf1", i0, f32)))
+    return Graph((inp("x", (n, m)),), (b0, b1, b2), ("buf1", "buf2"))
+
+
+def run_repeatedly(graph, call, calls=5, keep=False):
+    """Call with one input tensor whose contents change; every result against the interpreter."""
+    flats, (x,) = make_inputs(graph)
+    results = []
+    for k in range(calls):
+        a = np.random.default_rng(k).standard_normal((8, 16)).astype(np.float32)
+        x.copy_(torch.from_numpy(a))
+        got = call([x])
+        ref = outputs(graph, interpret(graph, {"x": a.reshape(-1)}, {}))
+        results.append((got, ref) if keep else ([t.cpu().numpy().copy() for t in got], ref))
+        del got
+    for got, ref in results:
+        for g, r in zip(got, ref):
+            np.testing.assert_allclose(np.asarray(g.cpu() if keep else g), r, rtol=2e-5, atol=1e-5)
+
+
+def test_a_generated_module_under_the_fake_backend():
+    g = wrapper_graph()
+    m = compile_schedule(build_schedule(g, [["buf0"], ["buf1"], ["buf2"]]), config=config())
+    call = GraphedCall(m.call, "t", backend=FakeGraphs())
+    run_repeatedly(g, call)
+    assert call.stats == {"plain": 1, "captures": 1, "replays": 3}
+    call = GraphedCall(m.call, "t", backend=FakeGraphs())
+    run_repeatedly(g, call, keep=True)
+
+
+class _Plan:
+    def __init__(self, form):
+        self.form = form
+
+
+def test_which_modules_are_graphed():
+    cuda = config(interpret=False, device="cuda")
+    assert _why_not_graphed(cuda, [_Plan("pointwise")], ()) is None
+    assert _why_not_graphed(cuda, [_Plan(EXTERN_FORM)], ()) == "it calls extern kernels"
+    assert _why_not_graphed(cuda.with_(cuda_graphs=False), [], ()) == "off"
+    assert _why_not_graphed(config(interpret=True, device="cpu"), [], ()) == "not a cuda module"
+
+    class SyncFlag:
+        sync = True
+
+    assert _why_not_graphed(cuda, [], SyncFlag()) == "its error flag is read synchronously"
+
+
+@pytest.mark.skipif(not ON_CUDA, reason="CUDA graphs need a GPU")
+def test_cuda_module_replays_graphs_and_keeps_held_outputs():
+    g = wrapper_graph()
+    m = compile_schedule(build_schedule(g, [["buf0"], ["buf1"], ["buf2"]]), config=config())
+    assert isinstance(m.call, GraphedCall), "cuda modules without externs are graphed"
+    run_repeatedly(g, m.call)
+    assert m.call.stats["replays"] >= 3
+    run_repeatedly(g, m.call, keep=True)
+    assert DEVICE == "cuda"
