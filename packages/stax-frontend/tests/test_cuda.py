@@ -16,6 +16,7 @@ import pytest
 import torch
 from stax.frontend import config, metrics
 from test_model_suite import MODELS, _data, _loss, assert_same_step, check_inference
+from test_gpu_routing import check_repeated_calls
 from test_op_suite import CASES, _make, check_case
 
 EMULATE = os.environ.get("STAX_TEST_EMULATE_CUDA") == "1" and os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
@@ -93,33 +94,6 @@ def test_model_training_step_cuda(name):
 
 
 def test_repeated_calls_keep_every_result_and_draw_new_dropout_masks():
-    """Same input addresses call after call (stax.gpu replays CUDA graphs there): each result is
-    eager's for the contents of that call, results held across calls stay intact, and each
-    call draws a new dropout mask (the seed is an input, read at replay)."""
-    torch._dynamo.reset()
-    metrics.reset()
-
-    def f(x, w):
-        return torch.softmax(x * w, -1), torch.nn.functional.dropout(x, 0.5, training=True)
-
-    compiled = torch.compile(f, backend="stax", dynamic=False)
-    torch.manual_seed(0)
-    x = torch.randn(64, 128, device=DEVICE)
-    w = torch.randn(128, device=DEVICE)
-    kept, masks = [], []
-    for k in range(8):
-        x.copy_(torch.randn(64, 128))
-        sm, dr = compiled(x, w)
-        ref, xin = torch.softmax(x * w, -1), x.clone()
-        masks.append((dr != 0).clone())
-        if k % 2:  # hold every other result; drop the rest at once
-            kept.append((sm, dr, ref, xin))
-        else:
-            torch.testing.assert_close(sm, ref)
-            assert ((dr == 0) | torch.isclose(dr, 2 * xin)).all()
-        del sm, dr
-    for sm, dr, ref, xin in kept:
-        torch.testing.assert_close(sm, ref)
-        assert ((dr == 0) | torch.isclose(dr, 2 * xin)).all()
-    assert all(not torch.equal(a, b) for a, b in zip(masks, masks[1:]))
-    _all_on_gpu(metrics.snapshot())
+    """On cuda stax.gpu replays CUDA graphs for repeated input addresses (test_gpu_routing
+    runs the same check on CPU through HostGraphs)."""
+    check_repeated_calls(DEVICE)

@@ -135,3 +135,58 @@ def test_missing_gpu_backend_runs_eagerly(monkeypatch, caplog):
     m = metrics.snapshot()
     assert (m.graphs_compiled, m.graphs_no_backend, m.graphs_failed) == (0, 1, 0), m
     assert any("stax-gpu" in r.getMessage() for r in caplog.records)
+
+
+def check_repeated_calls(device) -> None:
+    """Same input addresses call after call (where stax.gpu replays CUDA graphs): each result is
+    eager's for that call's contents, results held across calls stay intact, and each call
+    draws a new dropout mask (the seed is an input, read again at each replay)."""
+    def softmax(x, w):
+        return torch.softmax(x * w, -1)
+
+    def dropout(x):
+        return torch.nn.functional.dropout(x, 0.5, training=True)
+
+    torch.manual_seed(0)
+    x = torch.randn(16, 128, device=device)
+    w = torch.randn(128, device=device)
+    for fn, args in ((softmax, (x, w)), (dropout, (x,))):
+        torch._dynamo.reset()
+        metrics.reset()
+        compiled = torch.compile(fn, backend="stax", dynamic=False)
+        kept, masks = [], []
+        for k in range(6):
+            x.copy_(torch.randn(16, 128))
+            got = compiled(*args)
+            expect = fn(*args) if fn is softmax else 2 * x
+            ok = (got == 0) | torch.isclose(got, expect) if fn is dropout else None
+            masks.append((got != 0).clone())
+            if k % 2:  # hold every other result; drop the rest at once
+                kept.append((got, expect))
+            elif fn is softmax:
+                torch.testing.assert_close(got, expect)
+            else:
+                assert ok.all()
+            del got
+        for got, expect in kept:
+            if fn is softmax:
+                torch.testing.assert_close(got, expect)
+            else:
+                assert ((got == 0) | torch.isclose(got, expect)).all()
+        if fn is dropout:
+            assert all(not torch.equal(a, b) for a, b in zip(masks, masks[1:]))
+        m = metrics.snapshot()
+        assert m.graphs_gpu == m.graphs_compiled == 1 and m.fallback_calls == 0
+
+
+@interpret
+def test_repeated_calls_through_host_graphs(monkeypatch):
+    """check_repeated_calls with every stax.gpu module graphed by the CPU stand-in for CUDA graphs."""
+    import stax.gpu.graphs
+    from stax.gpu.host_graphs import HostGraphs
+
+    backend = HostGraphs()
+    monkeypatch.setattr(stax.gpu.graphs, "BACKEND", backend)
+    with config.patch(device_override="gpu"):
+        check_repeated_calls("cpu")
+    assert backend.captures >= 2 and backend.replays >= 2, (backend.captures, backend.replays)

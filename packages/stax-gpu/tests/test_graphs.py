@@ -1,10 +1,7 @@
 """CUDA graph replay (graphs.py): when a graph may replay, and that no output anyone holds
-is ever overwritten. On CPU a fake backend stands in for CUDA graphs: its capture runs the
-call once and then poisons the outputs with NaN (a real capture runs nothing), its replay
-re-runs the call on the captured inputs into the captured outputs. On cuda the real
-backend runs a real module."""
-
-import math
+is ever overwritten. On CPU, HostGraphs stands in for CUDA graphs (its capture leaves NaN
+in the outputs and keeps their memory, not the tensors; its replay re-reads the inputs);
+on cuda a real module replays real graphs."""
 
 import numpy as np
 import pytest
@@ -13,36 +10,10 @@ from gpu_testlib import DEVICE, ON_CUDA, config, f32, i0, i1, inp, make_inputs, 
 from stax.gpu import compile_schedule
 from stax.gpu.compile import _why_not_graphed
 from stax.gpu.graphs import GraphedCall
+from stax.gpu.host_graphs import HostGraphs
 from stax.gpu.plan import EXTERN_FORM
 from stax.gpu.testing import build_schedule
 from stax.ir import Graph, interpret, load, op, outputs
-
-
-class FakeGraphs:
-    def __init__(self, fail: str = ""):
-        self.fail = fail
-        self.in_capture = False
-
-    def capturing(self) -> bool:
-        return self.in_capture
-
-    def capture(self, call, args):
-        if self.fail:
-            raise RuntimeError(self.fail)
-        inputs = list(args)
-        saved = [a.clone() for a in inputs]
-        outs = call(args)
-        for o in outs:
-            o.fill_(math.nan)
-        for a, s in zip(inputs, saved):  # as if nothing ran (an in-place output included)
-            a.copy_(s)
-        return (call, inputs, outs), outs
-
-    @staticmethod
-    def replay(handle) -> None:
-        call, inputs, outs = handle
-        for o, new in zip(outs, call(list(inputs))):
-            o.copy_(new)
 
 
 def two_outputs(args):
@@ -67,7 +38,7 @@ def xw():
 
 def test_replays_after_one_plain_call_and_reads_what_the_inputs_hold_now(xw):
     x, w = xw
-    g = GraphedCall(two_outputs, "t", backend=FakeGraphs())
+    g = GraphedCall(two_outputs, "t", backend=HostGraphs())
     for k in range(5):
         x.copy_(torch.randn(4, 8))
         args = [x, w]
@@ -80,7 +51,7 @@ def test_replays_after_one_plain_call_and_reads_what_the_inputs_hold_now(xw):
 
 def test_outputs_someone_holds_are_never_overwritten(xw):
     x, w = xw
-    g = GraphedCall(two_outputs, "t", backend=FakeGraphs(), instances=2)
+    g = GraphedCall(two_outputs, "t", backend=HostGraphs(), instances=2)
     kept = []
     for _ in range(5):
         x.copy_(torch.randn(4, 8))
@@ -92,7 +63,7 @@ def test_outputs_someone_holds_are_never_overwritten(xw):
 @pytest.mark.parametrize("hold", ["view", "detach", "tensor", "second output"])
 def test_any_alias_of_an_output_keeps_its_instance_busy(xw, hold):
     x, w = xw
-    g = GraphedCall(two_outputs, "t", backend=FakeGraphs(), instances=1)
+    g = GraphedCall(two_outputs, "t", backend=HostGraphs(), instances=1)
     g([x, w])  # warm-up
     got = g([x, w])  # captured
     held = {"view": lambda o: o[0][1:], "detach": lambda o: o[0].detach(), "tensor": lambda o: o[0],
@@ -111,12 +82,12 @@ def test_any_alias_of_an_output_keeps_its_instance_busy(xw, hold):
 
 def test_new_addresses_run_plainly_and_keys_are_bounded(xw):
     _, w = xw
-    g = GraphedCall(two_outputs, "t", backend=FakeGraphs(), keys=2)
+    g = GraphedCall(two_outputs, "t", backend=HostGraphs(), keys=2)
     for _ in range(4):
         x = torch.randn(4, 8)
         assert same(g([x, w]), reference(x, w))
     assert g.stats == {"plain": 4, "captures": 0, "replays": 0}
-    g = GraphedCall(two_outputs, "t", backend=FakeGraphs(), keys=2)
+    g = GraphedCall(two_outputs, "t", backend=HostGraphs(), keys=2)
     xs = [torch.randn(4, 8) for _ in range(3)]
     for _ in range(3):
         for x in xs:
@@ -134,7 +105,7 @@ def test_another_layout_at_the_same_address_runs_plainly():
         return (x * 2,)
 
     x = torch.randn(32)
-    g = GraphedCall(double, "t", backend=FakeGraphs())
+    g = GraphedCall(double, "t", backend=HostGraphs())
     for _ in range(3):
         g([x.view(4, 8)])
     got = g([x.view(8, 4)])
@@ -149,7 +120,7 @@ def test_an_output_in_an_input_s_memory_turns_graphs_off(xw):
         return (x.add_(w),)
 
     x, w = xw
-    g = GraphedCall(in_place, "t", backend=FakeGraphs())
+    g = GraphedCall(in_place, "t", backend=HostGraphs())
     expect = x.clone()
     for _ in range(3):
         expect += w
@@ -159,7 +130,7 @@ def test_an_output_in_an_input_s_memory_turns_graphs_off(xw):
 
 def test_a_failed_capture_turns_graphs_off_and_the_call_still_runs(xw):
     x, w = xw
-    g = GraphedCall(two_outputs, "t", backend=FakeGraphs(fail="operation not permitted when stream is capturing"))
+    g = GraphedCall(two_outputs, "t", backend=HostGraphs(fail="operation not permitted when stream is capturing"))
     for _ in range(3):
         assert same(g([x, w]), reference(x, w))
     assert g.disabled.startswith("capture failed (RuntimeError: operation not permitted")
@@ -168,7 +139,7 @@ def test_a_failed_capture_turns_graphs_off_and_the_call_still_runs(xw):
 
 def test_inside_a_user_s_capture_the_call_runs_plainly(xw):
     x, w = xw
-    backend = FakeGraphs()
+    backend = HostGraphs()
     backend.in_capture = True
     g = GraphedCall(two_outputs, "t", backend=backend)
     for _ in range(3):
@@ -191,7 +162,7 @@ class Flag:
 def test_flagged_errors_are_raised_before_capture_and_before_replay(xw):
     x, w = xw
     flag = Flag()
-    g = GraphedCall(two_outputs, "t", errors=flag, backend=FakeGraphs())
+    g = GraphedCall(two_outputs, "t", errors=flag, backend=HostGraphs())
     g([x, w])
     flag.code = 1  # the warm-up call's kernels flagged an error
     with pytest.raises(IndexError, match="earlier call"):
@@ -227,13 +198,13 @@ def run_repeatedly(graph, call, calls=5, keep=False):
             np.testing.assert_allclose(np.asarray(g.cpu() if keep else g), r, rtol=2e-5, atol=1e-5)
 
 
-def test_a_generated_module_under_the_fake_backend():
+def test_a_generated_module_under_host_graphs():
     g = wrapper_graph()
     m = compile_schedule(build_schedule(g, [["buf0"], ["buf1"], ["buf2"]]), config=config())
-    call = GraphedCall(m.call, "t", backend=FakeGraphs())
+    call = GraphedCall(m.call, "t", backend=HostGraphs())
     run_repeatedly(g, call)
     assert call.stats == {"plain": 1, "captures": 1, "replays": 3}
-    call = GraphedCall(m.call, "t", backend=FakeGraphs())
+    call = GraphedCall(m.call, "t", backend=HostGraphs())
     run_repeatedly(g, call, keep=True)
 
 

@@ -24,6 +24,7 @@ from stax.sched import CompiledModule
 from .autotune import autotune_key, default_autotuner
 from .config import GpuConfig
 from .emit import ErrorTable
+from . import graphs
 from .graphs import GraphedCall
 from .heuristics import candidates
 from .kernels import variants, write_kernel
@@ -178,8 +179,10 @@ def generated_module(compiled: CompiledModule):
 
 def _why_not_graphed(config: GpuConfig, plans, errors) -> str | None:
     """None when the module's wrapper may be replayed as a CUDA graph (graphs.py), else why not."""
-    if not config.cuda_graphs or config.interpret or not config.device.startswith("cuda"):
-        return "off" if not config.cuda_graphs else "not a cuda module"
+    if not config.cuda_graphs:
+        return "off"
+    if (config.interpret or not config.device.startswith("cuda")) and graphs.BACKEND is graphs.CudaGraphs:
+        return "not a cuda module"  # a stand-in backend (host_graphs) graphs modules anywhere
     if any(p.form == EXTERN_FORM for p in plans):
         return "it calls extern kernels"
     if errors and errors.sync:

@@ -46,6 +46,9 @@ class CudaGraphs:
         handle.replay()
 
 
+BACKEND = CudaGraphs  # what GraphedCall captures with (tests: host_graphs.HostGraphs() graphs any module)
+
+
 def _use_counts(outs) -> tuple:
     """Who holds each output: (Python refs, tensor use count, storage use count)."""
     storage_count = torch._C._storage_Use_Count
@@ -86,14 +89,14 @@ class GraphedCall:
     """
 
     def __init__(self, call, name: str, errors=None, warmup: int = 1, instances: int = 2, keys: int = 4,
-                 backend=CudaGraphs):
+                 backend=None):
         self.call = call
         self.name = name
         self.errors = errors
         self.warmup = warmup
         self.max_instances = instances
         self.max_keys = keys
-        self.backend = backend
+        self.backend = backend if backend is not None else BACKEND
         self.entries: OrderedDict[tuple, _Entry] = OrderedDict()
         self.seen: dict[tuple, int] = {}
         self.disabled = ""  # why graphs were turned off for this module, once they were
@@ -141,8 +144,9 @@ class GraphedCall:
             return self._disable("an output is not a tensor", args)
         if any(o.untyped_storage().data_ptr() in inputs for o in outs):
             return self._disable("an output shares an input's memory", args)
-        inst = _Instance(handle, list(outs))
-        del outs
+        result = list(outs)
+        del outs  # the baseline counts below must see only this module's own references
+        inst = _Instance(handle, result)
         entry.instances.append(inst)
         self.entries[key] = entry
         self.entries.move_to_end(key)

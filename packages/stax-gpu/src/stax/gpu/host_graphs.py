@@ -1,0 +1,46 @@
+"""A stand-in for CUDA graphs that runs anywhere (CPU tensors, the interpreter), for tests.
+
+It behaves as a CUDA graph does where GraphedCall can tell: capture returns the outputs
+without computing them (they hold NaN), keeps their memory but not the output tensors,
+and reads the inputs' memory again at each replay. Install it with
+`monkeypatch.setattr(stax.gpu.graphs, "BACKEND", HostGraphs())` to graph every module.
+Unlike CUDA, it keeps the captured inputs alive (it reads them through their tensors), so
+an input that is fresh each call (a dropout seed) never comes back at the same address.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+class HostGraphs:
+    def __init__(self, fail: str = ""):
+        self.fail = fail  # capture raises RuntimeError(fail) when set
+        self.in_capture = False  # what capturing() answers: inside a user's capture
+        self.captures = self.replays = 0
+
+    def capturing(self) -> bool:
+        return self.in_capture
+
+    def capture(self, call, args):
+        if self.fail:
+            raise RuntimeError(self.fail)
+        inputs = list(args)
+        saved = [a.clone() for a in inputs]
+        outs = call(args)
+        for o in outs:
+            if o.is_floating_point():
+                o.fill_(math.nan)
+        for a, s in zip(inputs, saved):  # as if nothing ran (an output written in place included)
+            a.copy_(s)
+        self.captures += 1
+        where = [(o.untyped_storage(), o.storage_offset(), o.size(), o.stride()) for o in outs]
+        return (call, inputs, where), outs
+
+    def replay(self, handle) -> None:
+        self.replays += 1
+        call, inputs, where = handle
+        for (storage, offset, size, stride), new in zip(where, call(list(inputs))):
+            torch.empty(0, dtype=new.dtype, device=new.device).set_(storage, offset, size, stride).copy_(new)
