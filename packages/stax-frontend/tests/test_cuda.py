@@ -15,8 +15,8 @@ import os
 import pytest
 import torch
 from stax.frontend import config, metrics
-from test_model_suite import MODELS, _data, _loss, assert_same_step, check_inference
 from test_gpu_routing import check_repeated_calls
+from test_model_suite import MODELS, _data, _loss, assert_same_step, check_inference
 from test_op_suite import CASES, _make, check_case
 
 EMULATE = os.environ.get("STAX_TEST_EMULATE_CUDA") == "1" and os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")

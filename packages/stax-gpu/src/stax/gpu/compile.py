@@ -21,10 +21,10 @@ import tempfile
 import triton
 from stax.sched import CompiledModule
 
+from . import graphs
 from .autotune import autotune_key, default_autotuner
 from .config import GpuConfig
 from .emit import ErrorTable
-from . import graphs
 from .graphs import GraphedCall
 from .heuristics import candidates
 from .kernels import variants, write_kernel
