@@ -37,7 +37,7 @@ class CudaGraphs:
     @staticmethod
     def capture(call, args: list):
         g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
+        with torch.cuda.graph(g, capture_error_mode="thread_local"):  # other threads may use the GPU meanwhile
             outs = call(args)
         return g, outs
 
