@@ -224,6 +224,17 @@ def test_which_modules_are_graphed():
         sync = True
 
     assert _why_not_graphed(cuda, [], SyncFlag()) == "its error flag is read synchronously"
+    assert _why_not_graphed(cuda, [], (), 3 * 2**30) == "it allocates 3072 MiB per call (cuda_graph_max_bytes 1024 MiB)"
+
+
+def test_modules_that_allocate_much_are_not_graphed(monkeypatch):
+    """wrapper_graph allocates 3 buffers (8x16, 8, 8x16 float32: 1056 bytes) per call."""
+    import stax.gpu.graphs
+
+    monkeypatch.setattr(stax.gpu.graphs, "BACKEND", HostGraphs())
+    sched = build_schedule(wrapper_graph(), [["buf0"], ["buf1"], ["buf2"]])
+    assert isinstance(compile_schedule(sched, config=config(cuda_graph_max_bytes=1056)).call, GraphedCall)
+    assert not isinstance(compile_schedule(sched, config=config(cuda_graph_max_bytes=1055)).call, GraphedCall)
 
 
 @pytest.mark.skipif(not ON_CUDA, reason="CUDA graphs need a GPU")

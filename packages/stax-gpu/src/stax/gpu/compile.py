@@ -20,6 +20,7 @@ import tempfile
 
 import triton
 from stax.sched import CompiledModule
+from stax.sched.schedule import ALLOC
 
 from . import graphs
 from .autotune import autotune_key, default_autotuner
@@ -162,7 +163,7 @@ def compile_schedule(schedule, *, extern_kernels=None, config: GpuConfig | None 
         names.append(" / ".join(ks.name for ks in vs))
         log.info("%s: %s variants=%s candidates=%d", p.name, vs[0].name, [ks.variant for ks in vs], len(cands))
     call = module.call
-    why_not = _why_not_graphed(config, plans, module.ERRORS)
+    why_not = _why_not_graphed(config, plans, module.ERRORS, _allocated_bytes(schedule))
     if why_not is None:
         call = GraphedCall(call, module.__name__, errors=module.ERRORS or None,
                            instances=config.cuda_graph_instances, keys=config.cuda_graph_keys)
@@ -177,10 +178,20 @@ def generated_module(compiled: CompiledModule):
     return sys.modules[getattr(call, "call", call).__module__]  # a GraphedCall wraps the wrapper
 
 
-def _why_not_graphed(config: GpuConfig, plans, errors) -> str | None:
+def _allocated_bytes(schedule) -> int:
+    """What one call allocates (every planned buffer, reuse not subtracted): an upper bound
+    on the memory a CUDA graph instance of the module keeps reserved."""
+    return sum(schedule.graph.buffer_layout(ev.buffer).nbytes() for ev in schedule.memory.events if ev.kind == ALLOC)
+
+
+def _why_not_graphed(config: GpuConfig, plans, errors, allocated: int = 0) -> str | None:
     """None when the module's wrapper may be replayed as a CUDA graph (graphs.py), else why not."""
     if not config.cuda_graphs:
         return "off"
+    if allocated > config.cuda_graph_max_bytes:
+        # its kernels run >= 0.25 ms at 4 TB/s: a launch's overhead is small next to that,
+        # and each instance would keep this much reserved
+        return f"it allocates {allocated / 2**20:.0f} MiB per call (cuda_graph_max_bytes {config.cuda_graph_max_bytes / 2**20:.0f} MiB)"
     if (config.interpret or not config.device.startswith("cuda")) and graphs.BACKEND is graphs.CudaGraphs:
         return "not a cuda module"  # a stand-in backend (host_graphs) graphs modules anywhere
     if any(p.form == EXTERN_FORM for p in plans):

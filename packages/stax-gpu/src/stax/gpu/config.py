@@ -70,7 +70,9 @@ class GpuConfig:
     cuda_graphs: replay a cuda module's wrapper as a CUDA graph once the same input
         addresses come back (graphs.py: one host call instead of a launch per kernel;
         outputs are never overwritten while anyone holds them); cuda_graph_instances
-        graphs per input-address tuple, cuda_graph_keys tuples per module.
+        graphs per input-address tuple, cuda_graph_keys tuples per module; a module that
+        allocates more than cuda_graph_max_bytes per call is not graphed (each instance keeps
+        that much reserved, and such a call is long enough that launches cost little).
     autotuner: an object with `select(key, candidates, run)`; None builds the default.
 
     `from_env` also applies STAX_GPU_CONFIG="field=value,..." (see `parse_overrides`).
@@ -106,6 +108,7 @@ class GpuConfig:
     cuda_graphs: bool = True
     cuda_graph_instances: int = 2
     cuda_graph_keys: int = 4
+    cuda_graph_max_bytes: int = 2**30
     autotuner: object = field(default=None, compare=False, hash=False)
 
     def __post_init__(self):
