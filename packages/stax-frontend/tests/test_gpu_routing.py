@@ -190,3 +190,38 @@ def test_repeated_calls_through_host_graphs(monkeypatch):
     with config.patch(device_override="gpu"):
         check_repeated_calls("cpu")
     assert backend.captures >= 2 and backend.replays >= 2, (backend.captures, backend.replays)
+
+
+@interpret
+def test_training_steps_through_host_graphs(monkeypatch):
+    """Training steps of a matmul-free model with every stax.gpu module graphed: forward and
+    backward replay once their input addresses repeat, and each step matches eager's.
+    (That autograd's hold on saved outputs keeps an instance busy: stax-gpu's test_graphs.)"""
+    import stax.gpu.graphs
+    from stax.gpu.host_graphs import HostGraphs
+
+    backend = HostGraphs()
+    monkeypatch.setattr(stax.gpu.graphs, "BACKEND", backend)
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    x, t = torch.randn(16, 64), torch.randn(16, 64)
+    w0 = torch.randn(64)
+
+    def loss_fn(x, w, t):
+        return (torch.softmax(torch.tanh(x * w), -1) * t).sum()
+
+    compiled = torch.compile(loss_fn, backend="stax", dynamic=False)
+    w, w_ref = w0.clone().requires_grad_(), w0.clone().requires_grad_()
+    with config.patch(device_override="gpu"):
+        for _ in range(4):
+            x.copy_(torch.randn(16, 64))
+            loss, loss_ref = compiled(x, w, t), loss_fn(x, w_ref, t)
+            loss.backward()
+            loss_ref.backward()
+            torch.testing.assert_close(loss, loss_ref, rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(w.grad, w_ref.grad, rtol=1e-5, atol=1e-6)
+            with torch.no_grad():
+                for p in (w, w_ref):
+                    p -= 0.1 * p.grad
+                    p.grad = None
+    assert backend.replays >= 2, (backend.captures, backend.replays)

@@ -80,6 +80,36 @@ def test_any_alias_of_an_output_keeps_its_instance_busy(xw, hold):
     assert g.stats["replays"] == 1
 
 
+class _Keep(torch.autograd.Function):
+    """Saves its second argument for backward, as an autograd graph does with activations."""
+
+    @staticmethod
+    def forward(ctx, a, kept):
+        ctx.save_for_backward(kept)
+        return a.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, None
+
+
+def test_outputs_saved_for_backward_keep_their_instance_busy(xw):
+    x, w = xw
+    g = GraphedCall(two_outputs, "t", backend=HostGraphs(), instances=1)
+    g([x, w])  # warm-up
+    got = g([x, w])  # captured
+    expect = got[0].clone()
+    y = _Keep.apply(torch.ones(1, requires_grad=True), got[0])
+    del got  # only autograd holds the output now
+    x.add_(1)
+    assert same(g([x, w]), reference(x, w))
+    assert g.stats["replays"] == 0
+    assert torch.equal(y.grad_fn.saved_tensors[0], expect)
+    del y
+    assert same(g([x, w]), reference(x, w))
+    assert g.stats["replays"] == 1
+
+
 def test_new_addresses_run_plainly_and_keys_are_bounded(xw):
     _, w = xw
     g = GraphedCall(two_outputs, "t", backend=HostGraphs(), keys=2)
