@@ -15,7 +15,7 @@ import os
 import pytest
 import torch
 from stax.frontend import config, metrics
-from test_gpu_routing import check_repeated_calls
+from test_gpu_routing import check_model_calls, check_repeated_calls
 from test_model_suite import MODELS, _data, _loss, assert_same_step, check_inference
 from test_op_suite import CASES, _make, check_case
 
@@ -71,7 +71,7 @@ def test_model_inference_cuda(name):
 
 @pytest.mark.parametrize("name", MODELS)
 def test_model_training_step_cuda(name):
-    """A whole training step compiled (backward inside the compiled frame), twice."""
+    """A whole training step compiled (backward inside the compiled frame), three times."""
     torch.manual_seed(0)
     model, x, target = _data(name, DEVICE)
     ref = copy.deepcopy(model)
@@ -86,7 +86,7 @@ def test_model_training_step_cuda(name):
         return loss
 
     compiled = torch.compile(step, backend="stax", dynamic=False)
-    for _ in range(2):
+    for _ in range(3):  # the second step captures CUDA graphs, the third replays them
         assert_same_step(model, ref, compiled(model, x), step(ref, x))
     m = metrics.snapshot()
     _all_on_gpu(m)
@@ -97,3 +97,8 @@ def test_repeated_calls_keep_every_result_and_draw_new_dropout_masks():
     """On cuda stax.gpu replays CUDA graphs for repeated input addresses (test_gpu_routing
     runs the same check on CPU through HostGraphs)."""
     check_repeated_calls(DEVICE)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_model_called_repeatedly_cuda(name):
+    check_model_calls(name, DEVICE)

@@ -239,14 +239,17 @@ def test_a_generated_module_under_host_graphs():
 
 
 class _Plan:
-    def __init__(self, form):
+    def __init__(self, form, fallback=False):
         self.form = form
+        self.extern = type("Extern", (), {"fallback": fallback})()
 
 
 def test_which_modules_are_graphed():
     cuda = config(interpret=False, device="cuda")
     assert _why_not_graphed(cuda, [_Plan("pointwise")], ()) is None
-    assert _why_not_graphed(cuda, [_Plan(EXTERN_FORM)], ()) == "it calls extern kernels"
+    assert _why_not_graphed(cuda, [_Plan(EXTERN_FORM)], ()) is None  # a library call (mm, conv) is captured
+    assert _why_not_graphed(cuda, [_Plan(EXTERN_FORM, fallback=True)], ()) == (
+        "it calls fallback ATen ops (any of which may synchronize)")
     assert _why_not_graphed(cuda.with_(cuda_graphs=False), [], ()) == "off"
     assert _why_not_graphed(config(interpret=True, device="cpu"), [], ()) == "not a cuda module"
 
