@@ -71,7 +71,7 @@ def test_benchmark_autotuner_picks_the_fastest_and_caches_it(tmp_path):
     cache = AutotuneCache(str(tmp_path))
     timer = FakeTimer(lambda key, k: 10.0 - k)  # the last candidate timed is the fastest
     tuner = Recording(cache, timer)
-    cfg = config(autotune=True, autotuner=tuner, dual_variant_min=16, xblock_cap=8)
+    cfg = config(autotune=True, autotune_min_elements=0, autotuner=tuner, dual_variant_min=16, xblock_cap=8)
     run(softmax_rows(12, 40), cfg=cfg)
     assert len(timer.calls) >= 2
     files = [os.path.join(d, f) for d, _, fs in os.walk(tmp_path) for f in fs]
@@ -80,7 +80,7 @@ def test_benchmark_autotuner_picks_the_fastest_and_caches_it(tmp_path):
     assert entry["choice"] == timer.calls[-1] and len(entry["timings_ms"]) == len(timer.calls)
     # A second process (a fresh autotuner on the same directory) does not time anything.
     timer2 = FakeTimer(lambda key, k: 0.0)
-    run(softmax_rows(12, 40), cfg=config(autotune=True, autotuner=Recording(AutotuneCache(str(tmp_path)), timer2),
+    run(softmax_rows(12, 40), cfg=config(autotune=True, autotune_min_elements=0, autotuner=Recording(AutotuneCache(str(tmp_path)), timer2),
                                          dual_variant_min=16, xblock_cap=8))
     assert timer2.calls == []
 
@@ -93,7 +93,7 @@ def test_failing_configs_are_skipped(tmp_path):
 
     timer = FakeTimer(times)
     tuner = Recording(AutotuneCache(str(tmp_path)), timer)
-    run(softmax_rows(6, 20), cfg=config(autotune=True, autotuner=tuner, dual_variant_min=16))
+    run(softmax_rows(6, 20), cfg=config(autotune=True, autotune_min_elements=0, autotuner=tuner, dual_variant_min=16))
     entry = json.load(open(next(os.path.join(d, f) for d, _, fs in os.walk(tmp_path) for f in fs)))
     assert entry["choice"] != timer.calls[0] and timer.calls[0] not in entry["timings_ms"]
 
@@ -102,7 +102,7 @@ def test_dual_variant_race_under_the_interpreter(tmp_path):
     """persistent vs looped raced by the autotuner: both forms compile and run."""
     timer = FakeTimer(lambda key, k: 1.0 if key.startswith("looped") else 2.0)
     tuner = Recording(AutotuneCache(str(tmp_path)), timer)
-    cfg = config(autotune=True, autotuner=tuner, dual_variant_min=16, r0_block_cap=16, xblock_cap=4)
+    cfg = config(autotune=True, autotune_min_elements=0, autotuner=tuner, dual_variant_min=16, r0_block_cap=16, xblock_cap=4)
     m = run(softmax_rows(5, 50), cfg=cfg)
     assert "triton_per_fused_0" in m.source and "triton_red_fused_0" in m.source
     assert any(c.startswith("persistent") for c in timer.calls) and any(c.startswith("looped") for c in timer.calls)
@@ -140,3 +140,17 @@ def test_rounds_interleave_candidates_and_take_medians(tmp_path):
     assert order == ["c0", "c1", "c2", "c1", "c2", "c0", "c2", "c0", "c1"]
     assert best.key() == "c1"  # fastest by median though it ran first in round 2
     assert AutotuneCache(str(tmp_path)).get("k" * 16)["choice"] == "c1"
+
+
+def test_launch_bound_kernels_are_not_raced():
+    """Below autotune_min_elements a kernel gets the heuristic's config and only its variant:
+    each raced config would be a Triton compile that a launch-bound kernel cannot pay back."""
+    from stax.gpu.compile import _kernel_set
+    from stax.gpu.emit import ErrorTable
+
+    gpu = config(interpret=False, autotune=True, math="libdevice", dual_variant_min=16)
+    (small,) = plan_kernels(build_schedule(softmax_rows(64, 128)), gpu)  # 8192 elements
+    vs, cands = _kernel_set(small, gpu, ErrorTable())
+    assert len(cands) == 1 and [ks.variant for ks in vs] == [cands[0].variant]
+    vs, cands = _kernel_set(small, gpu.with_(autotune_min_elements=8192), ErrorTable())
+    assert len(cands) > 1 and [ks.variant for ks in vs] == [PERSISTENT, LOOPED]

@@ -23,7 +23,7 @@ import test_reduction as R, test_scan as S, test_indirect as I, test_pointwise a
 from gpu_testlib import f16, inp, pw, f32, i0, i1
 from stax.ir import Graph, load, op
 
-cfg = GpuConfig(autotune=True, cache_dir={cache!r}, dual_variant_min=64)
+cfg = GpuConfig(autotune=True, autotune_min_elements=0, cache_dir={cache!r}, dual_variant_min=64)
 small = cfg.with_(persistent_reduction_max=16)
 transpose = Graph((inp("x", (64, 32)), inp("y", (32, 64))),
                   (pw("buf0", (64, 32), op("add", load("x", 32 * i0 + i1, f32), load("y", i0 + 64 * i1, f32))),), ("buf0",))

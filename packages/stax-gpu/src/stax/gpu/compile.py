@@ -88,6 +88,10 @@ def _kernel_set(plan, config: GpuConfig, errors: ErrorTable) -> tuple[list, list
     cands = [c for ks in vs for c in candidates(plan, ks, config)]
     if not (config.autotune and not config.interpret) and config.autotuner is None:
         cands = cands[:1]
+    elif plan.xnumel * plan.ynumel * max(plan.rnumel, 1) < config.autotune_min_elements:
+        # launch-bound: no config can win back what compiling and timing the others costs
+        vs = [ks for ks in vs if ks.variant == cands[0].variant]
+        cands = cands[:1]
     if config.static_masks:
         vs = [_full_masks(plan, ks, [c for c in cands if c.variant == ks.variant], config, errors) for ks in vs]
     return vs, cands

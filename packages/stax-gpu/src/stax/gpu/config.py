@@ -33,7 +33,10 @@ class GpuConfig:
     math: 'libdevice' (CUDA libdevice calls, the GPU default) or 'portable' (tl.* and
         helper formulas; the interpreter has no libdevice).
     autotune: time the candidate launch configs at first run (GPU) instead of taking
-        the heuristic's first choice; results are cached on disk under cache_dir.
+        the heuristic's first choice; results are cached on disk under cache_dir. Kernels
+        over fewer than autotune_min_elements (x * y * r) are launch-bound: they get the
+        heuristic's choice, and only its variant is generated (each raced config is a
+        Triton compile: the H200 models suite compiled 3x longer than Inductor).
     persistent_reduction_max: largest padded reduction size kept whole in one block.
     dual_variant_min: above this padded size (and up to persistent_reduction_max), the
         autotuner also races a looped variant against the persistent one.
@@ -93,6 +96,7 @@ class GpuConfig:
     hoist_loads: bool = True
     tile_2d: bool = True
     max_autotune_configs: int = 4
+    autotune_min_elements: int = 1 << 20
     eviction_hints: bool = True
     evict_first: bool = True
     evict_last_broadcast: bool = True
