@@ -6,6 +6,7 @@ import importlib.metadata
 import logging
 
 import pytest
+import sympy
 import torch
 from conftest import check, run_stax
 from stax.frontend import config, metrics
@@ -138,6 +139,20 @@ def test_effect_only_op_is_a_fallback_call():
 
     m = check(f, x, fallbacks=None)
     assert set(m.fallback_ops) == {"_assert_async.msg"}
+
+
+@pytest.mark.parametrize("sizes, strides", [((4, 3), (1, 4)), ([4, 3], [1, 4]), ((sympy.Integer(4), 3), (1, sympy.Integer(4)))])
+def test_cpu_allocator_paths_agree(sizes, strides):
+    """empty_strided_ints (torch's C++ path, for the wrapper's tuples of ints) and the generic
+    empty_strided (lists, sympy integers) give the same tensor; every stax dtype maps to torch's."""
+    from stax.frontend.dtypes import TO_TORCH
+    from stax.frontend.runtime import TorchAllocator
+
+    alloc = TorchAllocator()
+    for d, td in TO_TORCH.items():
+        for t in (alloc.empty_strided(sizes, strides, d), alloc.empty_strided_ints((4, 3), (1, 4), d)):
+            assert (t.shape, t.stride(), t.dtype, t.device.type) == ((4, 3), (1, 4), td, "cpu")
+            assert not t.requires_grad and alloc.data_ptr(t) == t.data_ptr()
 
 
 def test_cpu_input_check_fast_path_and_its_errors():

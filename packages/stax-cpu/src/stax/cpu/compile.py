@@ -157,7 +157,8 @@ def compile_schedule(schedule: Schedule, *, allocator=None, extern_kernels=None,
         runtime.raise_kernel_error(err, fname, index_loads.get(fname, ()))
 
     ns.update(
-        empty_strided=allocator.empty_strided,
+        # the wrapper's allocations pass literal tuples of ints: an allocator may have a faster path for those
+        empty_strided=getattr(allocator, "empty_strided_ints", allocator.empty_strided),
         data_ptr=allocator.data_ptr,
         as_strided=getattr(allocator, "as_strided", None),
         check_input=lambda buf, sizes, strides, d, name: runtime.check_input(allocator, buf, sizes, strides, d, name),
