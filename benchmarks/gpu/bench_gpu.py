@@ -188,7 +188,7 @@ def fresh_copy(fn, tag: str):
     return types.FunctionType(code, fn.__globals__, code.co_name, fn.__defaults__, fn.__closure__)
 
 
-def stax_frontend(fn, inputs, variant: str = ""):
+def stax_frontend(fn, inputs, variant: str = "", tag: str | None = None):
     """torch.compile(backend='stax'); None unless the graph really went through stax.gpu.
     `variant` (GpuConfig overrides, 'a=1+b=2') is in STAX_GPU_CONFIG while it compiles;
     the dry run routes its CPU tensors to stax.gpu (device_override='gpu')."""
@@ -204,7 +204,7 @@ def stax_frontend(fn, inputs, variant: str = ""):
     except Exception:  # noqa: BLE001 - the entry point may already be installed
         pass
     before = ROUTED["calls"]
-    tag = "stax" if not variant else f"stax_v{abs(hash(variant)) % 10**8}"
+    tag = tag or ("stax" if not variant else f"stax_v{abs(hash(variant)) % 10**8}")  # one compile per tag
     compiled = torch.compile(fresh_copy(fn, tag), backend="stax")
     old = os.environ.get("STAX_GPU_CONFIG")
     os.environ["STAX_GPU_CONFIG"] = ",".join(x for x in (old or "", variant.replace("+", ",")) if x)

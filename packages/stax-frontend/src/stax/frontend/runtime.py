@@ -52,11 +52,12 @@ class TorchAllocator:
 
     data_ptr = staticmethod(torch.Tensor.data_ptr)
 
-    def empty_strided_ints(self, sizes: tuple, strides: tuple, dtype: dt.DType):
-        """The wrapper's allocations (tuples of Python ints): torch's C++ path, ~4x cheaper."""
-        if _EMPTY_STRIDED_CPU is None:  # a torch without it
-            return torch.empty_strided(sizes, strides, dtype=_TORCH_OF_NAME[dtype.name])
-        return _EMPTY_STRIDED_CPU(sizes, strides, _TORCH_OF_NAME[dtype.name])
+    if _EMPTY_STRIDED_CPU is not None:  # a torch without it: the wrapper calls empty_strided
+
+        @staticmethod
+        def empty_strided_ints(sizes: tuple, strides: tuple, dtype: dt.DType):
+            """The wrapper's allocations (tuples of Python ints): torch's C++ path, ~4x cheaper."""
+            return _EMPTY_STRIDED_CPU(sizes, strides, _TORCH_OF_NAME[dtype.name])
 
     def empty_strided(self, sizes, strides, dtype: dt.DType):
         return torch.empty_strided(tuple(int(s) for s in sizes), tuple(int(s) for s in strides), dtype=to_torch(dtype))

@@ -192,14 +192,14 @@ def _why_not_graphed(config: GpuConfig, plans, errors, allocated: int = 0) -> st
     """None when the module's wrapper may be replayed as a CUDA graph (graphs.py), else why not."""
     if not config.cuda_graphs:
         return "off"
-    if allocated > config.cuda_graph_max_bytes:
-        # its kernels run >= 0.25 ms at 4 TB/s: a launch's overhead is small next to that,
-        # and each instance would keep this much reserved
-        return f"it allocates {allocated / 2**20:.0f} MiB per call (cuda_graph_max_bytes {config.cuda_graph_max_bytes / 2**20:.0f} MiB)"
     if (config.interpret or not config.device.startswith("cuda")) and graphs.BACKEND is graphs.CudaGraphs:
         return "not a cuda module"  # a stand-in backend (host_graphs) graphs modules anywhere
     if any(p.form == EXTERN_FORM and p.extern.fallback for p in plans):
         return "it calls fallback ATen ops (any of which may synchronize)"
     if errors and errors.sync:
         return "its error flag is read synchronously"
+    if allocated > config.cuda_graph_max_bytes:
+        # its kernels run >= 0.25 ms at 4 TB/s: a launch's overhead is small next to that,
+        # and each instance would keep this much reserved
+        return f"it allocates {allocated / 2**20:.0f} MiB per call (cuda_graph_max_bytes {config.cuda_graph_max_bytes / 2**20:.0f} MiB)"
     return None
