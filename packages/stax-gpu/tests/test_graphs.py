@@ -49,6 +49,25 @@ def test_replays_after_one_plain_call_and_reads_what_the_inputs_hold_now(xw):
     assert g.stats == {"plain": 1, "captures": 1, "replays": 3}
 
 
+@pytest.mark.parametrize("gpu_time_scale, captures", [(1.0, 1), (10.0, 0)])
+def test_a_timed_plain_call_decides_whether_to_capture(xw, gpu_time_scale, captures):
+    """Under PDL (gpu_bound_ratio > 0) the call after the warm-up is timed: a key whose GPU
+    time is >= 2x its host time stays on plain launches, any other is captured next call."""
+    x, w = xw
+    g = GraphedCall(two_outputs, "t", backend=HostGraphs(gpu_time_scale=gpu_time_scale), gpu_bound_ratio=2.0)
+    for k in range(6):
+        x.copy_(torch.randn(4, 8))
+        got = g([x, w])
+        assert same(got, reference(x, w)), k
+        del got
+    assert g.stats["captures"] == captures
+    assert g.stats["replays"] == (3 if captures else 0)  # warm-up, timed call, capture, then replays
+    assert bool(g.gpu_bound) == (not captures)
+    y = x.clone()  # another key is timed afresh
+    assert same(g([y, w]), reference(y, w)) and same(g([y, w]), reference(y, w))
+    assert len(g.probes) == 1
+
+
 def test_outputs_someone_holds_are_never_overwritten(xw):
     x, w = xw
     g = GraphedCall(two_outputs, "t", backend=HostGraphs(), instances=2)
@@ -275,6 +294,32 @@ def test_cuda_module_replays_graphs_and_keeps_held_outputs():
     g = wrapper_graph()
     m = compile_schedule(build_schedule(g, [["buf0"], ["buf1"], ["buf2"]]), config=config())
     assert isinstance(m.call, GraphedCall), "cuda modules without externs are graphed"
-    run_repeatedly(g, m.call)
+    run_repeatedly(g, m.call, calls=6)  # warm-up, a timed call (pdl: GPU-bound?), capture, 3 replays
     assert m.call.stats["replays"] >= 3
     run_repeatedly(g, m.call, keep=True)
+
+
+@pytest.mark.skipif(not ON_CUDA, reason="needs a GPU")
+def test_cuda_timed_call_brackets_its_kernels():
+    """Under PDL (GpuConfig.pdl, sm90) the call after the warm-up is timed between two events
+    on the stream: the GPU time it reports covers the kernel (2^26 floats in and out: at least
+    512 MB / 5 TB/s), whatever else the host or GPU are doing. What is decided from it is
+    tested on CPU (test_a_timed_plain_call_decides_whether_to_capture)."""
+    from stax.gpu.graphs import CudaGraphs
+
+    n, m = 1 << 14, 1 << 12
+    g = Graph((inp("x", (n, m)),), (pw("buf0", (n, m), op("mul", load("x", m * i0 + i1, f32), load("x", m * i0 + i1, f32))),),
+              ("buf0",))
+    mod = compile_schedule(build_schedule(g, [["buf0"]]), config=config(pdl=True))
+    assert isinstance(mod.call, GraphedCall) and mod.call.gpu_bound_ratio > 0, "with pdl, cuda modules time a call"
+    x = torch.randn(n, m, device="cuda")
+    for _ in range(2):
+        (y,) = mod.call([x])
+        torch.testing.assert_close(y, x * x, rtol=0, atol=0)
+        del y
+    ((start, end, host),) = mod.call.probes.values()
+    assert CudaGraphs.seconds(start, end) >= 2 * n * m * 4 / 5e12 and host > 0
+    for _ in range(3):  # then graphed or not, by what the timing said: results stay right
+        (y,) = mod.call([x])
+        torch.testing.assert_close(y, x * x, rtol=0, atol=0)
+        del y

@@ -44,6 +44,20 @@ for graph, groups, c in cases:
     m = compile_schedule(build_schedule(graph, groups), config=c)
     for line in compile_module(m, graph):
         print(line, flush=True)
+# programmatic dependent launch (GpuConfig.pdl): every kernel waits on the previous grid first
+m = compile_schedule(build_schedule(R.example_7_2(), None), config=cfg.with_(pdl=True))
+ptx = []
+compile_module(m, R.example_7_2(), ptx=ptx)
+assert ptx and all("griddepcontrol.wait" in p and "griddepcontrol.launch_dependents" in p for p in ptx), ptx
+off = compile_schedule(build_schedule(R.example_7_2(), None), config=cfg.with_(pdl=False))
+ptx = []
+compile_module(off, R.example_7_2(), ptx=ptx, arch=80)
+assert ptx and not any("griddepcontrol" in p for p in ptx)
+try:
+    compile_module(m, R.example_7_2(), arch=80)
+    raise SystemExit("a PDL module compiled for sm_80")
+except ValueError as e:
+    print("pdl-check", e, flush=True)
 """
 
 
@@ -56,5 +70,6 @@ def test_kernels_compile_for_sm90(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-6000:]
     lines = r.stdout.splitlines()
+    assert any(ln.startswith("pdl-check") for ln in lines), lines
     for name in ("triton_per_fused_0", "triton_red_fused_0", "triton_poi_fused_0"):
         assert any(ln.startswith(name) for ln in lines), lines

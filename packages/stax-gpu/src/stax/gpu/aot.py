@@ -22,8 +22,9 @@ def _int_type(v: int) -> str:
     return "i32" if -(2**31) <= v < 2**31 else "i64"
 
 
-def compile_module(compiled, graph, arch: int = 90, all_configs: bool = False) -> list[str]:
-    """Compile each kernel variant of a CompiledModule for sm_<arch>; returns 'name config' lines."""
+def compile_module(compiled, graph, arch: int = 90, all_configs: bool = False, ptx: list | None = None) -> list[str]:
+    """Compile each kernel variant of a CompiledModule for sm_<arch>; returns 'name config' lines
+    (and appends each kernel's PTX to `ptx` when given)."""
     from .compile import generated_module
 
     module = generated_module(compiled)
@@ -31,6 +32,9 @@ def compile_module(compiled, graph, arch: int = 90, all_configs: bool = False) -
     done = []
     for name in sorted(n for n in vars(module) if n.startswith("launch_")):
         launcher = getattr(module, name)
+        if launcher.options.get("launch_pdl") and arch < 90:
+            raise ValueError(f"stax-gpu: {launcher.name} uses programmatic dependent launch (sm90+); "
+                             f"compile it with GpuConfig(pdl=False) for sm_{arch}")
         seen = set()
         for cfg in launcher.candidates:
             if cfg.variant in seen and not all_configs:
@@ -48,6 +52,9 @@ def compile_module(compiled, graph, arch: int = 90, all_configs: bool = False) -
             for b in constexprs:
                 signature[b] = "constexpr"
             src = ASTSource(fn=fn, signature=signature, constexprs=constexprs)
-            triton.compile(src, target=GPUTarget("cuda", arch, 32), options={"num_warps": cfg.num_warps})
+            kernel = triton.compile(src, target=GPUTarget("cuda", arch, 32),
+                                    options={"num_warps": cfg.num_warps, **launcher.options})
+            if ptx is not None:
+                ptx.append(kernel.asm["ptx"])
             done.append(f"{ks.name} {cfg.key()}")
     return done

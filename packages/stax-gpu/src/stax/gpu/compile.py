@@ -28,7 +28,7 @@ from .config import GpuConfig
 from .emit import ErrorTable
 from .graphs import GraphedCall
 from .heuristics import candidates
-from .kernels import variants, write_kernel
+from .kernels import variants, with_pdl, write_kernel
 from .plan import EXTERN_FORM, plan_kernels
 from .runtime import ErrorFlag, KernelLauncher, allocator_for
 from .scatter import plan_with_scatters, scatter_kernel_set, split_scatters
@@ -122,6 +122,14 @@ def compile_schedule(schedule, *, extern_kernels=None, config: GpuConfig | None 
     plans, scatters = plan_with_scatters(schedule, config, plan_kernels)
     launch = {p.index: scatter_kernel_set(p, scatters[p.index], config, errors) if p.index in scatters
               else _kernel_set(p, config, errors) for p in plans if p.form != EXTERN_FORM}
+    options = {}
+    if config.pdl:
+        why_not = _why_no_pdl(config)
+        if why_not is None:
+            launch = {k: ([with_pdl(ks) for ks in vs], cands) for k, (vs, cands) in launch.items()}
+            options["launch_pdl"] = True
+        elif not config.interpret:
+            log.info("stax-gpu: no programmatic dependent launch: %s", why_not)
     kernels = {k: vs for k, (vs, _) in launch.items()}
     for p in plans:
         if p.form == EXTERN_FORM and p.extern.kernel not in extern_kernels:
@@ -162,6 +170,7 @@ def compile_schedule(schedule, *, extern_kernels=None, config: GpuConfig | None 
             key,
             n_in=len(p.loads),
             n_out=len(p.stores),
+            options=options,
         )
         setattr(module, f"launch_{p.index}", launcher)
         names.append(" / ".join(ks.name for ks in vs))
@@ -170,7 +179,8 @@ def compile_schedule(schedule, *, extern_kernels=None, config: GpuConfig | None 
     why_not = _why_not_graphed(config, plans, module.ERRORS, _allocated_bytes(schedule))
     if why_not is None:
         call = GraphedCall(call, module.__name__, errors=module.ERRORS or None,
-                           instances=config.cuda_graph_instances, keys=config.cuda_graph_keys)
+                           instances=config.cuda_graph_instances, keys=config.cuda_graph_keys,
+                           gpu_bound_ratio=config.cuda_graph_gpu_bound_ratio if options.get("launch_pdl") else 0.0)
     elif config.cuda_graphs and device.type == "cuda":
         log.info("stax-gpu: no CUDA graphs for this module: %s", why_not)
     return CompiledModule(source, call, device=config.device, kernel_names=tuple(names))
@@ -180,6 +190,21 @@ def generated_module(compiled: CompiledModule):
     """The Python module a CompiledModule's wrapper lives in (its launchers, ERRORS, GRAPH)."""
     call = compiled.call
     return sys.modules[getattr(call, "call", call).__module__]  # a GraphedCall wraps the wrapper
+
+
+def _why_no_pdl(config: GpuConfig) -> str | None:
+    """None when kernels may use programmatic dependent launch (GpuConfig.pdl), else why not."""
+    from . import triton_helpers
+
+    if config.interpret or not config.device.startswith("cuda"):
+        return "not a cuda module"
+    if triton_helpers.gdc_wait is None:
+        return f"Triton {triton.__version__} has no grid dependency control"
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.get_device_capability()[0] < 9:
+        return "the GPU is older than Hopper (sm90)"  # without a GPU (AOT builds) the target is trusted
+    return None
 
 
 def _allocated_bytes(schedule) -> int:

@@ -11,13 +11,15 @@ an input that is fresh each call (a dropout seed) never comes back at the same a
 from __future__ import annotations
 
 import math
+import time
 
 import torch
 
 
 class HostGraphs:
-    def __init__(self, fail: str = ""):
+    def __init__(self, fail: str = "", gpu_time_scale: float = 1.0):
         self.fail = fail  # capture raises RuntimeError(fail) when set
+        self.gpu_time_scale = gpu_time_scale  # `seconds` reports host time x this (a GPU-bound call: > 1)
         self.in_capture = False  # what capturing() answers: inside a user's capture
         self.captures = self.replays = 0
 
@@ -38,6 +40,12 @@ class HostGraphs:
         self.captures += 1
         where = [(o.untyped_storage(), o.storage_offset(), o.size(), o.stride()) for o in outs]
         return (call, inputs, where), outs
+
+    def mark(self) -> float:
+        return time.perf_counter()
+
+    def seconds(self, start: float, end: float) -> float:
+        return (end - start) * self.gpu_time_scale
 
     def replay(self, handle) -> None:
         self.replays += 1

@@ -11,7 +11,7 @@ kept in registers for later nodes and stored only if the plan says so.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from stax.ir import Load, Reduction, Scan, reduction_def, walk
 
@@ -285,6 +285,19 @@ def write_kernel(plan: KernelPlan, config: GpuConfig, errors: ErrorTable, varian
     if variant == LOOPED:
         return write_reduction(plan, config, errors, f"triton_red_fused_{k}", looped=True, full=full)
     raise ValueError(f"unknown kernel variant {variant!r}")
+
+
+PDL_PROLOGUE = ("    triton_helpers.gdc_wait()", "    triton_helpers.gdc_launch_dependents()")
+
+
+def with_pdl(ks: KernelSource) -> KernelSource:
+    """`ks` for a programmatic dependent launch (GpuConfig.pdl): its first statements wait
+    for the previous grid in the stream (every read and write follows, so it needs no
+    analysis of what that grid touched) and then let the next grid launch."""
+    head, sep, body = ks.src.partition("):\n")
+    if not sep or not head.startswith("@triton.jit\ndef "):
+        raise ValueError(f"stax-gpu: unexpected kernel header in {ks.name}")
+    return replace(ks, src=head + sep + "\n".join(PDL_PROLOGUE) + "\n" + body)
 
 
 def variants(plan: KernelPlan, config: GpuConfig) -> list[str]:

@@ -172,8 +172,10 @@ class KernelLauncher:
     vouch for (hooks, another device, a misaligned pointer) takes the JIT path.
     """
 
-    def __init__(self, name: str, variants: dict, candidates: list[LaunchConfig], autotuner, key: str, n_in: int, n_out: int):
+    def __init__(self, name: str, variants: dict, candidates: list[LaunchConfig], autotuner, key: str, n_in: int, n_out: int,
+                 options: dict | None = None):
         self.name = name
+        self.options = dict(options or {})  # Triton compile options of every config (launch_pdl)
         self.variants = variants
         self.candidates = candidates
         self.autotuner = autotuner
@@ -188,7 +190,7 @@ class KernelLauncher:
     def _bind(self, cfg: LaunchConfig):
         ks, fn = self.variants[cfg.variant]
         g = grid(ks, cfg)
-        kwargs = dict(cfg.kwargs(), num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+        kwargs = dict(cfg.kwargs(), num_warps=cfg.num_warps, num_stages=cfg.num_stages, **self.options)
         return (None if 0 in g else fn[g]), tuple(v for _, v in ks.numels), kwargs
 
     def launch(self, cfg: LaunchConfig, args) -> None:

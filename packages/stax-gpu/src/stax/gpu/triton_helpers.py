@@ -11,6 +11,11 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
+try:  # grid dependency control (programmatic dependent launch, GpuConfig.pdl): Triton >= 3.4
+    from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait  # noqa: F401
+except ImportError:  # pragma: no cover - older Triton: compile.py never emits the calls
+    gdc_wait = gdc_launch_dependents = None
+
 # ---- NaN-propagating extrema and reductions (torch.maximum / torch.amax semantics) ----
 
 
