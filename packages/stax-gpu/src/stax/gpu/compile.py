@@ -115,6 +115,7 @@ def compile_schedule(schedule, *, extern_kernels=None, config: GpuConfig | None 
     ExternKernel nodes call `extern_kernels[node.kernel](*inputs, **constants)`.
     """
     config = config or GpuConfig.from_env()
+    _start_compile_workers(config)
     extern_kernels = dict(extern_kernels or {})
     errors = ErrorTable()
     schedule = split_reductions(schedule, config)
@@ -175,6 +176,7 @@ def compile_schedule(schedule, *, extern_kernels=None, config: GpuConfig | None 
         setattr(module, f"launch_{p.index}", launcher)
         names.append(" / ".join(ks.name for ks in vs))
         log.info("%s: %s variants=%s candidates=%d", p.name, vs[0].name, [ks.variant for ks in vs], len(cands))
+    _precompile(config, module, schedule.graph, autotuner, options)
     call = module.call
     why_not = _why_not_graphed(config, plans, module.ERRORS, _allocated_bytes(schedule))
     if why_not is None:
@@ -190,6 +192,55 @@ def generated_module(compiled: CompiledModule):
     """The Python module a CompiledModule's wrapper lives in (its launchers, ERRORS, GRAPH)."""
     call = compiled.call
     return sys.modules[getattr(call, "call", call).__module__]  # a GraphedCall wraps the wrapper
+
+
+def _compile_pool(config: GpuConfig):
+    """The process-wide compile workers (precompile.py) for a cuda module, or None."""
+    from . import precompile
+
+    if config.interpret or not config.device.startswith("cuda"):
+        return None
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    return precompile.pool(precompile.default_workers() if config.compile_workers is None else config.compile_workers)
+
+
+def _start_compile_workers(config: GpuConfig) -> None:
+    """Workers start while this module's kernels are generated: they need seconds to import."""
+    pool = _compile_pool(config)
+    if pool is not None:
+        pool.warm_up()
+
+
+def _precompile(config: GpuConfig, module, graph, autotuner, options: dict) -> None:
+    """Hand every kernel config the module's launchers may compile to worker processes (precompile.py)."""
+    from . import precompile
+
+    pool = _compile_pool(config)
+    if pool is None:
+        return
+    import torch
+
+    major, minor = torch.cuda.get_device_capability()
+    target = ("cuda", major * 10 + minor, 32)
+    cache = getattr(autotuner, "cache", None)
+    for name in sorted(n for n in vars(module) if n.startswith("launch_")):
+        launcher = getattr(module, name)
+        cands = launcher.candidates
+        hit = cache.get(launcher.key) if cache is not None and len(cands) > 1 else None
+        if hit is not None:  # a tuned choice on disk: only it will be launched
+            cands = [c for c in cands if c.key() == hit.get("choice")] or cands
+        for cfg in cands:
+            ks, fn = launcher.variants[cfg.variant]
+            try:
+                job = precompile.job_for(ks, fn, [graph.buffer_layout(b).dtype.name for b in ks.args], cfg, options,
+                                         target, module)
+            except (KeyError, ValueError) as e:  # the JIT compiles what cannot be described
+                log.info("stax-gpu: %s %s not precompiled: %s", ks.name, cfg.key(), e)
+                continue
+            launcher.prepared[cfg.key()] = (job, pool.submit(job))
 
 
 def _why_no_pdl(config: GpuConfig) -> str | None:

@@ -86,6 +86,9 @@ class GpuConfig:
         H200 suite (16384x4096 fp32, 3 allocation states x 31 rounds) it moved every workload
         by -1.3 % to +0.5 % against graphs without it, inside the run-to-run spread, and the
         small models suite measured no better. Ignored on older GPUs and the interpreter.
+    compile_workers: processes that compile a cuda module's kernels ahead of their first
+        launch (precompile.py); None: half the host's cores, at most 8 (none on <= 2
+        cores); 0: the JIT compiles each kernel at its first launch.
     autotuner: an object with `select(key, candidates, run)`; None builds the default.
 
     `from_env` also applies STAX_GPU_CONFIG="field=value,..." (see `parse_overrides`).
@@ -124,6 +127,7 @@ class GpuConfig:
     cuda_graph_keys: int = 4
     cuda_graph_max_bytes: int = 2**30
     pdl: bool = False
+    compile_workers: int | None = None
     cuda_graph_gpu_bound_ratio: float = 2.0
     autotuner: object = field(default=None, compare=False, hash=False)
 

@@ -186,6 +186,8 @@ class KernelLauncher:
         self._bound = None  # (launch fn, numels, kwargs) of the choice: no per-call recomputation
         self._direct = None  # DirectLaunch of the choice, once its compiled kernel is known
         self._try_direct = True
+        self.prepared: dict = {}  # config key -> (CompileJob, Future) compiling in worker processes (precompile.py)
+        self._prepared_direct: dict = {}  # config key -> DirectLaunch of a precompiled kernel
 
     def _bind(self, cfg: LaunchConfig):
         ks, fn = self.variants[cfg.variant]
@@ -195,8 +197,38 @@ class KernelLauncher:
 
     def launch(self, cfg: LaunchConfig, args) -> None:
         run, numels, kwargs = self._bind(cfg)
-        if run is not None:
+        if run is None:
+            return
+        direct = self._precompiled(cfg, args)
+        if direct is None or not direct(args):
             run(*args, *numels, **kwargs)
+
+    def _precompiled(self, cfg: LaunchConfig, args):
+        """A DirectLaunch of cfg's kernel as compiled by a worker process, or None (the JIT compiles it)."""
+        direct = self._prepared_direct.get(cfg.key())
+        entry = self.prepared.pop(cfg.key(), None) if direct is None else None
+        if entry is None:
+            return direct
+        from . import precompile
+
+        job, future = entry
+        ks, fn = self.variants[cfg.variant]
+        try:
+            if future.cancel():  # no worker has started it: compile here rather than wait
+                precompile.STATS["taken_back"] += 1
+            else:
+                future.result()
+                precompile.STATS["from_worker"] += 1
+            kernel = precompile.build(job, fn)  # from Triton's disk cache, where the worker put it
+        except Exception as e:  # noqa: BLE001 - the JIT path compiles it instead
+            precompile.STATS["failed"] += 1
+            log.info("%s: no precompiled kernel for %s (%s: %s)", self.name, cfg.key(), type(e).__name__, e)
+            return None
+        _, numels, kwargs = self._bind(cfg)
+        direct = DirectLaunch.build(fn, kernel, grid(ks, cfg), args, numels, kwargs)
+        if direct is not None:
+            self._prepared_direct[cfg.key()] = direct
+        return direct
 
     def __call__(self, *args) -> None:
         direct = self._direct
@@ -213,6 +245,12 @@ class KernelLauncher:
             return
         if self._try_direct:  # launch once through the JIT, keeping its compiled kernel
             self._try_direct = False
+            direct = self._precompiled(self.choice, args)
+            self._prepared_direct = {}
+            self.prepared = {}
+            if direct is not None and direct(args):
+                self._direct = direct
+                return
             ks, fn = self.variants[self.choice.variant]
             g = grid(ks, self.choice)
             jit_run = getattr(fn, "run", None)
