@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 log = logging.getLogger("stax.gpu")
 
+WAIT_S = 300.0  # longest a launcher waits on a worker's job before compiling the kernel itself
 STATS: Counter = Counter()  # submitted, from_worker, taken_back, failed: what the pool did in this process
 
 POINTER_TYPES = {

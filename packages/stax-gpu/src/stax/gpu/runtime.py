@@ -217,7 +217,7 @@ class KernelLauncher:
             if future.cancel():  # no worker has started it: compile here rather than wait
                 precompile.STATS["taken_back"] += 1
             else:
-                future.result()
+                future.result(timeout=precompile.WAIT_S)  # a hung worker: the JIT compiles it after this
                 precompile.STATS["from_worker"] += 1
             kernel = precompile.build(job, fn)  # from Triton's disk cache, where the worker put it
         except Exception as e:  # noqa: BLE001 - the JIT path compiles it instead
