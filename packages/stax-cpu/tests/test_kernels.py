@@ -285,3 +285,22 @@ def test_large_outputs_ask_for_huge_pages(cfg):
     assert_close(ours[0], ref[0], F32)
     assert_close(ours[1], ref[1], F32)
     assert mod.source.count("stax::advise_huge(out_ptr0, ") == 1 and "advise_huge(out_ptr1" not in mod.source
+
+
+def test_channels_last_mean_keeps_its_vector_loop(cfg, caplog):
+    """mean over H*W of an NHWC tensor, outer-loop fused with its division (depth 2: n, c): the
+    reduction's reads are contiguous along c, so the nest shares only n and the reduction
+    vectorizes along c with one accumulator per lane (vertical) instead of gathering along h*w."""
+    n, hw, c = 3, 40, 32
+    x = contiguous("x", (n, hw, c))
+    s = ir.ComputedBuffer("s", ir.Layout.contiguous((n, c), F32), ir.Reduction(
+        (n, c), (hw,), "sum", ir.op("relu", ir.load("x", hw * c * i0 + i1 + c * r0, F32))))
+    mean = pointwise("mean", (n, c), ir.op("truediv", ir.load("s", c * i0 + i1, F32), ir.const(float(hw), F32)))
+    g = ir.Graph([x], [s, mean], ["mean"])
+    with caplog.at_level(logging.INFO, logger="stax.cpu"):
+        ours, ref, mod = run_both(g, {"x": np.random.default_rng(4).standard_normal((n, hw, c))}, cfg,
+                                  sched=single_kernel(g, "outer_loop_fused", 2))
+    assert_close(ours[0], ref[0], F32, rtol=1e-5, atol=1e-6)
+    assert "outer loops shared to depth 1, not 2" in caplog.text
+    src = mod.source[mod.source.index('extern "C" int kernel0'):]
+    assert "++l)" not in src, "a lane loop: the reduction gathers along h*w"

@@ -118,12 +118,31 @@ def _outer_fusable(nls: list[NodeLoops], depth: int) -> bool:
     return True
 
 
+def _blocks_vertical(nls: list[NodeLoops], depth: int) -> bool:
+    """Does sharing `depth` outer loops take a reduction's best vector loop away from it? Its
+    innermost pointwise loop (shared at this depth) is the one its reads are contiguous along
+    (a channels-last mean over H, W: C is innermost), while its reduction loop is strided."""
+    from .vec_body import _access_score
+
+    for nl in nls:
+        if nl.is_reduction and not nl.is_scan and nl.npoint == depth and nl.nred:
+            if _access_score([nl], depth - 1) > max(0, _access_score([nl], len(nl.sizes) - 1)):
+                return True
+    return False
+
+
 def plan_nests(kernel: Kernel, graph: Graph, merge: bool = True) -> list[Nest]:
     nodes = [graph.node(n) for n in kernel.nodes]
     assert all(isinstance(n, ComputedBuffer) for n in nodes), kernel
     if kernel.kind == OUTER_LOOP_FUSED and kernel.outer_depth > 0:
         depth = kernel.outer_depth
         nls = [node_loops(n, protect=depth, merge=merge) for n in nodes]
+        if depth > 1 and _blocks_vertical(nls, depth):
+            shallower = [node_loops(n, protect=depth - 1, merge=merge) for n in nodes]
+            if _outer_fusable(shallower, depth - 1):
+                log.info("%s: outer loops shared to depth %d, not %d: a reduction vectorizes along loop %d",
+                         kernel.name, depth - 1, depth, depth - 1)
+                return [Nest(depth - 1, share_groups(shallower))]
         if _outer_fusable(nls, depth):
             return [Nest(depth, share_groups(nls))]
         log.warning(

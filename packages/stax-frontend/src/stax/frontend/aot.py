@@ -43,7 +43,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, kind: str, cfg: C
             metrics.record(graphs_no_backend=1, compile_time_s=time.perf_counter() - t0)
             return eager_callable(gm)
         cse(gm)
-        lowered = lower(gm, example_inputs, cfg, target, device)
+        lowered = lower(gm, example_inputs, cfg, target, device, kind=kind)
         sched = make_schedule(lowered.graph, scheduler_policy(target)) if lowered.graph.nodes else None
         module = build_module(lowered, sched, resolve_runtime(cfg.runtime), target, device)
         compiled = CompiledGraph(lowered, module, device)

@@ -72,6 +72,8 @@ class Config:
     strict: re-raise when a whole graph fails to compile instead of running it eagerly.
     max_reads / max_body_ops: §6.6 rules 2 and 4 (too many reads, body too large).
     cpu_costs / gpu_costs: §6.6 per-device cost tables (rules 1 and 3).
+    conv_channels_last: CPU inference graphs run 2-D convolutions on channels-last memory
+      (lowering/conv_layout.py); env STAX_CONV_CHANNELS_LAST=0 keeps NCHW.
     device_override: None routes each graph by its tensors' device (cuda -> stax.gpu,
       cpu -> stax.cpu); 'gpu' sends every graph to stax.gpu, also CPU tensors — for
       tests and dry runs under TRITON_INTERPRET=1 (Triton's interpreter runs on CPU).
@@ -88,6 +90,7 @@ class Config:
     cpu_costs: DeviceCosts = field(default=CPU_COSTS)
     gpu_costs: DeviceCosts = field(default=GPU_COSTS)
     device_override: str | None = None  # env STAX_DEVICE_OVERRIDE=gpu
+    conv_channels_last: bool = True  # env STAX_CONV_CHANNELS_LAST
 
     def __post_init__(self):
         if self.runtime not in RUNTIMES:
@@ -112,6 +115,7 @@ def from_env() -> Config:
         runtime=os.environ.get("STAX_RUNTIME", c.runtime),
         strict=_env_flag("STAX_STRICT", c.strict),
         device_override=os.environ.get("STAX_DEVICE_OVERRIDE") or c.device_override,
+        conv_channels_last=_env_flag("STAX_CONV_CHANNELS_LAST", c.conv_channels_last),
     )
 
 

@@ -93,8 +93,10 @@ class ExternTuple(tuple):
     """The outputs of a multi-output extern call; items are created on first use."""
 
 
-def call_aten(ctx, node, args, kwargs, fallback: bool):
-    """Lower `node` to an ExternKernel calling its ATen op; returns a BufferView or a tuple."""
+def call_aten(ctx, node, args, kwargs, fallback: bool, out_strides=None):
+    """Lower `node` to an ExternKernel calling its ATen op; returns a BufferView or a tuple.
+    `out_strides`: the strides the op returns when they differ from the traced ones (the
+    caller changed its inputs' layouts: conv_layout.py)."""
     from .graph_lowering import GraphUnsupported
 
     try:
@@ -125,6 +127,8 @@ def call_aten(ctx, node, args, kwargs, fallback: bool):
         return ctx.add_extern(kernel, Layout(ctx.device, _TUPLE_LAYOUT_DTYPE, (0,), (1,)), inputs, constants, fallback)
     if isinstance(val, torch.Tensor):
         lay = _layout_of(ctx, val)
+        if out_strides is not None:
+            lay = Layout(lay.device, lay.dtype, lay.sizes, tuple(out_strides))
         constants.append(("out", _sizes_strides(lay)))
         buf = ctx.add_extern(kernel, lay, inputs, constants, fallback)
         return BufferView(ctx.builder, buf, lay, lay)

@@ -39,7 +39,7 @@ from . import materialize
 from .config import Config
 from .dtypes import to_stax
 from .fallback import ExternItem, lower_fallback
-from .lowering import lookup
+from .lowering import conv_layout, lookup
 from .lowering.registry import BUFFER, REDUCTION, VIEW
 from .tensor import BufferView, Builder, Lazy, TensorValue
 from .views import Unsupported
@@ -131,8 +131,9 @@ class GraphLowering:
     (cpu for the GPU target only under config.device_override='gpu')."""
 
     def __init__(self, gm: torch.fx.GraphModule, example_inputs, cfg: Config, target: str = CPU,
-                 tensor_device: torch.device | None = None):
+                 tensor_device: torch.device | None = None, kind: str | None = None):
         self.gm = gm
+        self.kind = kind  # 'inference' | 'forward' | 'backward' (AOTAutograd's graph kind), None if unknown
         self.example_inputs = list(example_inputs)
         self.cfg = cfg
         self.target = target
@@ -326,7 +327,10 @@ class GraphLowering:
             reason = materialize.decide(value, [k for k, _ in users], self.cfg, min(outs, default=None))
             if reason is not None:
                 val = node.meta.get("val")
-                strides = meta_strides(val) if reason == "rule0:output" and isinstance(val, torch.Tensor) else None
+                if reason == "rule0:output" and isinstance(val, torch.Tensor):
+                    strides = meta_strides(val)
+                else:  # a layout its users prefer (channels-last convolutions), else contiguous
+                    strides = conv_layout.preferred_strides(self, node)
                 return self.realize(value, reason, strides)
         return value
 
@@ -403,8 +407,9 @@ class GraphLowering:
 
 
 def lower(gm: torch.fx.GraphModule, example_inputs, cfg: Config, target: str = CPU,
-          tensor_device: torch.device | None = None) -> LoweredGraph:
+          tensor_device: torch.device | None = None, kind: str | None = None) -> LoweredGraph:
     """Lower one ATen FX graph into a stax.ir.Graph (plus how to rebuild its outputs)
-    for code generation target `target` ('cpu' or 'gpu')."""
-    return GraphLowering(gm, example_inputs, cfg, target, tensor_device).run()
+    for code generation target `target` ('cpu' or 'gpu'); `kind` is AOTAutograd's name
+    for the graph ('inference', 'forward', 'backward'), None when unknown."""
+    return GraphLowering(gm, example_inputs, cfg, target, tensor_device, kind).run()
 

@@ -3,7 +3,7 @@ from one module per category. A new op is a row in one of these tables."""
 
 from __future__ import annotations
 
-from . import creation, extern, indexing, nn, pointwise, random, reductions, scans, shape, views
+from . import conv_layout, creation, extern, indexing, nn, pointwise, random, reductions, scans, shape, views
 from .registry import Lowering
 
 LOWERINGS: dict = {
@@ -17,6 +17,7 @@ LOWERINGS: dict = {
     **nn.LOWERINGS,
     **random.LOWERINGS,
     **extern.LOWERINGS,
+    **conv_layout.LOWERINGS,  # after extern: aten.convolution.default, overload before packet
 }
 
 
