@@ -6,7 +6,7 @@ STAX_GPU_CONFIG=pdl=1 on the H200)."""
 import pytest
 from gpu_testlib import ON_CUDA, config
 from stax.gpu import compile_schedule
-from stax.gpu.compile import _why_no_pdl, generated_module
+from stax.gpu.compile import _why_no_pdl, generated_module, launchers
 from stax.gpu.heuristics import LaunchConfig
 from stax.gpu.kernels import PDL_PROLOGUE, KernelSource, with_pdl
 from stax.gpu.runtime import KernelLauncher
@@ -34,8 +34,7 @@ def test_the_interpreter_and_cpu_modules_get_no_pdl():
     assert _why_no_pdl(config(pdl=True)) == "not a cuda module"
     m = compile_schedule(build_schedule(example_7_2(), None), config=config(pdl=True))
     assert "gdc_wait" not in m.source
-    assert all(launcher.options == {} for name, launcher in vars(generated_module(m)).items()
-               if name.startswith("launch_"))
+    assert all(launcher.options == {} for launcher in launchers(generated_module(m)))
 
 
 def test_the_launch_option_reaches_every_config_launch():

@@ -22,7 +22,7 @@ SCRIPT = r"""
 import os, sys
 sys.path.insert(0, {here!r})
 from stax.gpu import GpuConfig, compile_schedule, precompile
-from stax.gpu.compile import generated_module
+from stax.gpu.compile import generated_module, launchers
 from stax.gpu.testing import build_schedule
 import test_reduction as R, test_indirect as I
 
@@ -34,8 +34,7 @@ jobs = []
 for graph in (R.softmax_graph(16, 4096), I.embedding_graph()):
     m = compile_schedule(build_schedule(graph, None), config=cfg)
     mod = generated_module(m)
-    for name in sorted(n for n in vars(mod) if n.startswith("launch_")):
-        launcher = getattr(mod, name)
+    for launcher in launchers(mod):
         for c in launcher.candidates:
             ks, fn = launcher.variants[c.variant]
             dtypes = [mod.GRAPH.buffer_layout(b).dtype.name for b in ks.args]

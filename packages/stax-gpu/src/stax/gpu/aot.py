@@ -15,13 +15,12 @@ def compile_module(compiled, graph, arch: int = 90, all_configs: bool = False, p
     """Compile each kernel variant of a CompiledModule for sm_<arch>; returns 'name config' lines
     (and appends each kernel's PTX to `ptx` when given). The jobs are the ones the worker
     processes of precompile.py compile on a GPU host."""
-    from .compile import generated_module
+    from .compile import generated_module, launchers
 
     module = generated_module(compiled)
     graph = getattr(module, "GRAPH", None) or graph  # the graph as compiled (with split partials)
     done = []
-    for name in sorted(n for n in vars(module) if n.startswith("launch_")):
-        launcher = getattr(module, name)
+    for launcher in launchers(module):
         if launcher.options.get("launch_pdl") and arch < 90:
             raise ValueError(f"stax-gpu: {launcher.name} uses programmatic dependent launch (sm90+); "
                              f"compile it with GpuConfig(pdl=False) for sm_{arch}")

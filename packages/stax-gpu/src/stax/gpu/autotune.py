@@ -74,15 +74,22 @@ class BenchmarkAutotuner:
         self.timer = timer
         self.rounds = max(1, rounds)
 
-    def select(self, key: str, candidates: list, run: Callable) -> object:
-        if len(candidates) == 1:
-            return candidates[0]
+    def cached_choice(self, key: str, candidates: list):
+        """The candidate a previous run chose for `key` (on disk), or None."""
         hit = self.cache.get(key)
         if hit is not None:
             for c in candidates:
                 if c.key() == hit.get("choice"):
-                    log.info("autotune cache hit %s: %s", key[:12], c.key())
                     return c
+        return None
+
+    def select(self, key: str, candidates: list, run: Callable) -> object:
+        if len(candidates) == 1:
+            return candidates[0]
+        hit = self.cached_choice(key, candidates)
+        if hit is not None:
+            log.info("autotune cache hit %s: %s", key[:12], hit.key())
+            return hit
         samples: dict[str, list[float]] = {}
         alive = list(candidates)
         for r in range(self.rounds):

@@ -115,7 +115,9 @@ def compile_schedule(schedule, *, extern_kernels=None, config: GpuConfig | None 
     ExternKernel nodes call `extern_kernels[node.kernel](*inputs, **constants)`.
     """
     config = config or GpuConfig.from_env()
-    _start_compile_workers(config)
+    pool = _compile_pool(config)
+    if pool is not None:
+        pool.warm_up()  # workers start while the kernels are generated: they need seconds to import
     extern_kernels = dict(extern_kernels or {})
     errors = ErrorTable()
     schedule = split_reductions(schedule, config)
@@ -176,7 +178,8 @@ def compile_schedule(schedule, *, extern_kernels=None, config: GpuConfig | None 
         setattr(module, f"launch_{p.index}", launcher)
         names.append(" / ".join(ks.name for ks in vs))
         log.info("%s: %s variants=%s candidates=%d", p.name, vs[0].name, [ks.variant for ks in vs], len(cands))
-    _precompile(config, module, schedule.graph, autotuner, options)
+    if pool is not None:
+        _precompile(pool, module, schedule.graph, autotuner, options)
     call = module.call
     why_not = _why_not_graphed(config, plans, module.ERRORS, _allocated_bytes(schedule))
     if why_not is None:
@@ -207,32 +210,24 @@ def _compile_pool(config: GpuConfig):
     return precompile.pool(precompile.default_workers() if config.compile_workers is None else config.compile_workers)
 
 
-def _start_compile_workers(config: GpuConfig) -> None:
-    """Workers start while this module's kernels are generated: they need seconds to import."""
-    pool = _compile_pool(config)
-    if pool is not None:
-        pool.warm_up()
+def launchers(module) -> list:
+    """A generated module's KernelLaunchers, in name order."""
+    return [getattr(module, n) for n in sorted(vars(module)) if n.startswith("launch_")]
 
 
-def _precompile(config: GpuConfig, module, graph, autotuner, options: dict) -> None:
+def _precompile(pool, module, graph, autotuner, options: dict) -> None:
     """Hand every kernel config the module's launchers may compile to worker processes (precompile.py)."""
-    from . import precompile
-
-    pool = _compile_pool(config)
-    if pool is None:
-        return
     import torch
+
+    from . import precompile
 
     major, minor = torch.cuda.get_device_capability()
     target = ("cuda", major * 10 + minor, 32)
-    cache = getattr(autotuner, "cache", None)
-    for name in sorted(n for n in vars(module) if n.startswith("launch_")):
-        launcher = getattr(module, name)
+    tuned = getattr(autotuner, "cached_choice", None)
+    for launcher in launchers(module):
         cands = launcher.candidates
-        hit = cache.get(launcher.key) if cache is not None and len(cands) > 1 else None
-        if hit is not None:  # a tuned choice on disk: only it will be launched
-            cands = [c for c in cands if c.key() == hit.get("choice")] or cands
-        for cfg in cands:
+        hit = tuned(launcher.key, cands) if tuned is not None and len(cands) > 1 else None
+        for cfg in [hit] if hit is not None else cands:  # a tuned choice on disk: only it will be launched
             ks, fn = launcher.variants[cfg.variant]
             try:
                 job = precompile.job_for(ks, fn, [graph.buffer_layout(b).dtype.name for b in ks.args], cfg, options,

@@ -82,10 +82,10 @@ class GpuConfig:
         with `launch_pdl`, so the next kernel's programs are resident and waiting while
         this one's last wave drains. With it on, a key whose timed plain call spent at least
         cuda_graph_gpu_bound_ratio x its host time on the GPU is not graphed (graphs.py: PDL
-        does not overlap two graph launches; 0 graphs every key). Off by default: on the
-        H200 suite (16384x4096 fp32, 3 allocation states x 31 rounds) it moved every workload
-        by -1.3 % to +0.5 % against graphs without it, inside the run-to-run spread, and the
-        small models suite measured no better. Ignored on older GPUs and the interpreter.
+        does not overlap two graph launches; 0 graphs every key). Off by default: in two H200
+        suite calls (16384x4096 fp32, 3 allocation states) it moved workloads by -1.3 %
+        (exp->sum&amax) to +1.0 % (rmsnorm) against graphs without it, the sign changing
+        between calls, and the small models suite measured no better. Ignored on older GPUs and the interpreter.
     compile_workers: processes that compile a cuda module's kernels ahead of their first
         launch (precompile.py); None: half the host's cores, at most 8 (none on <= 2
         cores); 0: the JIT compiles each kernel at its first launch.

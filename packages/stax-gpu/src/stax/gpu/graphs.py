@@ -19,9 +19,10 @@ With programmatic dependent launch (GpuConfig.pdl) a graph has a cost too: PDL o
 a kernel's launch with the previous kernel's drain within a graph but not across two
 graph launches. So before capturing, `GraphedCall(gpu_bound_ratio=r)` times one plain
 call: when its GPU time is at least r x its host time, launches already hide behind the
-kernels, and that key stays on plain launches (H200, 16384x4096 fp32 layernorm, silu,
-transpose+add, softmax: plain PDL launches 0.4-0.7 % faster than graph replays with PDL in
-one run, -0.3 to +0.5 % in the next: at the edge of what a run can resolve).
+kernels, and that key stays on plain launches (H200, 16384x4096 fp32: plain PDL launches
+-0.1 to +1.0 % against graph replays with PDL on cumsum, layernorm, silu, softmax and
+transpose+add in one call, +0.1 to +1.2 % on six workloads in another; a host-bound one,
+log_softmax+nll, lost 6.7 %, which is what the timed call keeps graphed).
 """
 
 from __future__ import annotations

@@ -199,11 +199,11 @@ class KernelLauncher:
         run, numels, kwargs = self._bind(cfg)
         if run is None:
             return
-        direct = self._precompiled(cfg, args)
+        direct = self._precompiled(cfg, args, numels, kwargs)
         if direct is None or not direct(args):
             run(*args, *numels, **kwargs)
 
-    def _precompiled(self, cfg: LaunchConfig, args):
+    def _precompiled(self, cfg: LaunchConfig, args, numels, kwargs):
         """A DirectLaunch of cfg's kernel as compiled by a worker process, or None (the JIT compiles it)."""
         direct = self._prepared_direct.get(cfg.key())
         entry = self.prepared.pop(cfg.key(), None) if direct is None else None
@@ -224,7 +224,6 @@ class KernelLauncher:
             precompile.STATS["failed"] += 1
             log.info("%s: no precompiled kernel for %s (%s: %s)", self.name, cfg.key(), type(e).__name__, e)
             return None
-        _, numels, kwargs = self._bind(cfg)
         direct = DirectLaunch.build(fn, kernel, grid(ks, cfg), args, numels, kwargs)
         if direct is not None:
             self._prepared_direct[cfg.key()] = direct
@@ -245,7 +244,7 @@ class KernelLauncher:
             return
         if self._try_direct:  # launch once through the JIT, keeping its compiled kernel
             self._try_direct = False
-            direct = self._precompiled(self.choice, args)
+            direct = self._precompiled(self.choice, args, numels, kwargs)
             self._prepared_direct = {}
             self.prepared = {}
             if direct is not None and direct(args):

@@ -7,7 +7,8 @@ intermediate layouts, so the convolution's input and weight are realized channel
 (the producing kernel writes them so; a graph input or a weight costs one copy kernel)
 and its output is declared channels-last, which the kernels after it read as such.
 Forward graphs of training keep NCHW: what they save for the backward graph must have
-the strides AOTAutograd traced, and a second copy would cost more than the reorders.
+the strides AOTAutograd traced, so a saved NHWC activation would need a second, NCHW copy
+(whether that still wins has not been measured).
 """
 
 from __future__ import annotations
