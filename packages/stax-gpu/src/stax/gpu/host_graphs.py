@@ -32,11 +32,13 @@ class HostGraphs:
         inputs = list(args)
         saved = [a.clone() for a in inputs]
         outs = call(args)
+        # through aliases: a CUDA graph's capture bumps no tensor's version counter, and autograd
+        # checks those (an input saved for an eager backward would look modified in place)
         for o in outs:
             if o.is_floating_point():
-                o.fill_(math.nan)
+                _alias(o).fill_(math.nan)
         for a, s in zip(inputs, saved):  # as if nothing ran (an output written in place included)
-            a.copy_(s)
+            _alias(a).copy_(s)
         self.captures += 1
         where = [(o.untyped_storage(), o.storage_offset(), o.size(), o.stride()) for o in outs]
         return (call, inputs, where), outs
@@ -51,4 +53,13 @@ class HostGraphs:
         self.replays += 1
         call, inputs, where = handle
         for (storage, offset, size, stride), new in zip(where, call(list(inputs))):
-            torch.empty(0, dtype=new.dtype, device=new.device).set_(storage, offset, size, stride).copy_(new)
+            _alias_of(storage, offset, size, stride, new).copy_(new)
+
+
+def _alias_of(storage, offset, size, stride, like: torch.Tensor) -> torch.Tensor:
+    """A tensor over `storage` with its own version counter (writes through it bump no other's)."""
+    return torch.empty(0, dtype=like.dtype, device=like.device).set_(storage, offset, size, stride)
+
+
+def _alias(t: torch.Tensor) -> torch.Tensor:
+    return _alias_of(t.untyped_storage(), t.storage_offset(), t.size(), t.stride(), t)
