@@ -44,13 +44,17 @@ def next_pow2(n: int) -> int:
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
 
 
-def _render(scope_lines: list, indent: str) -> list[str]:
+def _render(scope_lines: list, indent: str, r_numel: int | None = None) -> list[str]:
+    """Kernel body lines; an r-loop runs to the literal `r_numel`: a trip count known when
+    Triton compiles lets it unroll the loop and keep both halves' loads in flight (H200,
+    layernorm's two 2048-wide loops at 16 warps: 169.9 us with the runtime bound, 129.5 us with
+    the literal, benchmarks/gpu/layernorm_probe.py)."""
     out = []
     for item in scope_lines:
         if isinstance(item, Scope):
             out += [indent + ln for ln in item.pre]
-            out.append(indent + "for r0_offset in range(0, r0_numel, R0_BLOCK):")
-            out += _render(item.lines, indent + "    ")
+            out.append(indent + f"for r0_offset in range(0, {r_numel}, R0_BLOCK):")
+            out += _render(item.lines, indent + "    ", r_numel)
         else:
             out.append(indent + item)
     return out
@@ -136,7 +140,7 @@ def write_reduction(plan: KernelPlan, config: GpuConfig, errors: ErrorTable, nam
             if isinstance(item, Scope):
                 item.lines[:0] = ["r0_index = r0_offset + r0_base",
                                   _mask_line("r", "r0_index < r0_numel", "[1, R0_BLOCK]", full)] + rdefs
-        body = _render(em.top.lines, "    ")
+        body = _render(em.top.lines, "    ", rn)
         blocks = ("XBLOCK", "R0_BLOCK")
     else:
         head.insert(0, f"R0_BLOCK: tl.constexpr = {r0_block}")
