@@ -122,6 +122,29 @@ def time_ms(fn, iters: int) -> float:
     return start.elapsed_time(end) / iters
 
 
+def interleaved(impls: dict, rounds: int, iters) -> tuple[dict, dict]:
+    """Time every implementation once per round, each round starting one further along, so drift
+    lands on all alike: (median ms per call, samples) by name. `iters`: launches per timing, an
+    int or a dict by name."""
+    samples = {name: [] for name in impls}
+    order = list(impls)
+    for k in range(rounds):
+        for name in order[k % len(order):] + order[: k % len(order)]:
+            samples[name].append(time_ms(impls[name], iters[name] if isinstance(iters, dict) else iters))
+    return {name: statistics.median(ts) for name, ts in samples.items()}, samples
+
+
+def write_probe(out: str | None, stem: str, text: str, data: dict) -> None:
+    """A probe's printed table as <stem>.txt and its numbers as <stem>.json under `out`."""
+    if not out:
+        return
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, f"{stem}.txt"), "w") as f:
+        f.write(text + "\n")
+    with open(os.path.join(out, f"{stem}.json"), "w") as f:
+        json.dump(data, f, indent=1)
+
+
 def host_us(fn, calls: int = 20) -> float:
     """Host time per call while the GPU keeps up (no sync inside): if it is above the
     measured ms, the workload is launch-bound, not kernel-bound."""
@@ -357,12 +380,7 @@ def bench_workload(w, rounds: int, copy_bw: float, skip_inductor: bool, variants
         rec[f"{name}_host_us"] = host_us(f)
     if PROFILE_DIR and not DRY:
         profile_host(w.name, impls, PROFILE_DIR)
-    samples = {name: [] for name in impls}
-    order = list(impls)
-    for k in range(rounds):
-        for name in order[k % len(order):] + order[: k % len(order)]:
-            samples[name].append(time_ms(impls[name], iters[name]))
-    rec["medians"] = {name: statistics.median(ts) for name, ts in samples.items()}
+    rec["medians"], _ = interleaved(impls, rounds, iters)
     return summarize(rec, rec["medians"], copy_bw, inductor_modes)
 
 

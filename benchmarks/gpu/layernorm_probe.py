@@ -22,9 +22,7 @@ stax's and Inductor's compiled functions:
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import statistics
 import sys
 
 DRY = "--dry-run" in sys.argv
@@ -206,13 +204,9 @@ def main() -> int:
             f()
     B.sync()
     names = list(impls)
-    samples = {n: [] for n in names}
     iters = 1 if DRY else a.iters
     rounds = 2 if DRY else a.rounds
-    for r in range(rounds):
-        for n in names[r % len(names):] + names[: r % len(names)]:
-            samples[n].append(B.time_ms(impls[n], iters))
-    med = {n: statistics.median(v) for n, v in samples.items()}
+    med, samples = B.interleaved(impls, rounds, iters)
     ideal_ms = 2 * N * C * 4 / B.copy_bandwidth() * 1e3 if not DRY else None
     lines = [f"layernorm {N}x{C} fp32, {rounds} interleaved rounds x {iters} launches, medians"
              + (f"; copy-bandwidth time {ideal_ms * 1e3:.1f} us" if ideal_ms else ""), ""]
@@ -224,12 +218,7 @@ def main() -> int:
         lines.append(f"{n:28s} FAILED {e}")
     text = "\n".join(lines)
     print(text)
-    if a.out:
-        os.makedirs(a.out, exist_ok=True)
-        with open(os.path.join(a.out, "layernorm_probe.txt"), "w") as f:
-            f.write(text + "\n")
-        with open(os.path.join(a.out, "layernorm_probe.json"), "w") as f:
-            json.dump({"medians_ms": med, "samples_ms": samples, "errors": errors}, f, indent=1)
+    B.write_probe(a.out, "layernorm_probe", text, {"medians_ms": med, "samples_ms": samples, "errors": errors})
     return 0
 
 

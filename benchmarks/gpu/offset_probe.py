@@ -12,9 +12,6 @@ picks and for a plain copy, in interleaved rounds; repeated offsets measure the 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import statistics
 import sys
 
 import bench_gpu as B
@@ -59,12 +56,8 @@ def main() -> int:
         f()
     B.sync()
     names = list(impls)
-    samples = {nm: [] for nm in names}
     iters, rounds = (1, 1) if DRY else (a.iters, a.rounds)
-    for r in range(rounds):
-        for nm in names[r % len(names):] + names[: r % len(names)]:
-            samples[nm].append(B.time_ms(impls[nm], iters))
-    med = {nm: statistics.median(v) for nm, v in samples.items()}
+    med, samples = B.interleaved(impls, rounds, iters)
     lines = [f"{N}x{C} fp32: output offset sweep, {rounds} interleaved rounds x {iters} launches, medians (us);"
              " y-x: output address minus input address", ""]
     for nm in names:
@@ -74,12 +67,7 @@ def main() -> int:
                      if d is not None else f"{nm:28s} {med[nm] * 1e3:9.2f}")
     text = "\n".join(lines)
     print(text)
-    if a.out:
-        os.makedirs(a.out, exist_ok=True)
-        with open(os.path.join(a.out, "offset_probe.txt"), "w") as f:
-            f.write(text + "\n")
-        with open(os.path.join(a.out, "offset_probe.json"), "w") as f:
-            json.dump({"medians_ms": med, "samples_ms": samples, "y_minus_x": where}, f, indent=1)
+    B.write_probe(a.out, "offset_probe", text, {"medians_ms": med, "samples_ms": samples, "y_minus_x": where})
     return 0
 
 

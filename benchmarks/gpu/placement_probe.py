@@ -12,7 +12,6 @@ states, while the suite's single state said 0.992x; this file has only been dry-
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 
 import bench_gpu as B
@@ -39,13 +38,7 @@ def main() -> int:
         impls[f"stax{k}"] = lambda s=stax: s(*inputs)
         impls[f"inductor{k}"] = lambda i=ind: i(*inputs)
     B.sync()
-    names = list(impls)
-    iters = 1 if B.DRY else 20
-    samples = {n: [] for n in names}
-    for r in range(a.rounds):
-        for n in names[r % len(names):] + names[: r % len(names)]:
-            samples[n].append(B.time_ms(impls[n], iters))
-    med = {n: statistics.median(v) for n, v in samples.items()}
+    med, _ = B.interleaved(impls, a.rounds, 1 if B.DRY else 20)
     for k in range(a.states):
         s, i = med[f"stax{k}"], med[f"inductor{k}"]
         print(f"{w.name} state {k}: stax {s * 1e3:.2f} us, inductor {i * 1e3:.2f} us, stax/inductor {i / s:.4f}")
