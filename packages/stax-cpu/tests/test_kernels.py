@@ -304,3 +304,22 @@ def test_channels_last_mean_keeps_its_vector_loop(cfg, caplog):
     assert "outer loops shared to depth 1, not 2" in caplog.text
     src = mod.source[mod.source.index('extern "C" int kernel0'):]
     assert "++l)" not in src, "a lane loop: the reduction gathers along h*w"
+
+
+def test_channels_last_batch_stats_leave_the_channel_loop_unshared(cfg, caplog):
+    """Batch-norm statistics of an NHWC tensor (sum over n*h*w per channel), outer-loop fused at
+    depth 1 (c) with their epilogue: sharing c would leave each channel's reduction a strided
+    gather, so each node gets its own nest and the sum vectorizes along c (vertical)."""
+    nhw, c = 96, 32
+    x = contiguous("x", (nhw, c))
+    s = ir.ComputedBuffer("s", ir.Layout.contiguous((c,), F32), ir.Reduction(
+        (c,), (nhw,), "sum", ir.load("x", i0 + c * r0, F32)))
+    mean = pointwise("mean", (c,), ir.op("truediv", ir.load("s", i0, F32), ir.const(float(nhw), F32)))
+    g = ir.Graph([x], [s, mean], ["mean"])
+    with caplog.at_level(logging.INFO, logger="stax.cpu"):
+        ours, ref, mod = run_both(g, {"x": np.random.default_rng(5).standard_normal((nhw, c))}, cfg,
+                                  sched=single_kernel(g, "outer_loop_fused", 1))
+    assert_close(ours[0], ref[0], F32, rtol=1e-5, atol=1e-6)
+    assert "outer loops shared to depth 0, not 1" in caplog.text
+    src = mod.source[mod.source.index('extern "C" int kernel0'):]
+    assert "++l)" not in src, "a lane loop: the reduction gathers along n*h*w"

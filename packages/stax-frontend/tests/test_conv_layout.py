@@ -1,7 +1,8 @@
-"""Channels-last convolutions in CPU inference graphs (lowering/conv_layout.py): results and
-output strides as eager's, and the layouts as planned — the graph input and each weight copied
-once to NHWC, the kernel between two convolutions writing NHWC directly (no NCHW copy first),
-training graphs untouched."""
+"""Channels-last convolutions in CPU graphs (lowering/conv_layout.py): results and output
+strides as eager's, and the layouts as planned — the graph input and each weight copied once
+to NHWC, the kernel between two convolutions writing NHWC directly (no NCHW copy first); in
+training, saved activations stay NHWC (reported to AOTAutograd) and the backward's
+convolutions run channels-last too."""
 
 import pytest
 import torch
@@ -45,19 +46,38 @@ def test_inference_convolutions_run_channels_last():
     assert metrics.snapshot().materialized["conv:channels_last"] == 3
 
 
-def test_off_switch_and_training_graphs_keep_nchw():
+def test_off_switch_keeps_nchw():
     m, x = _model()
     with config.patch(conv_channels_last=False):
         check(_infer(m), x, rtol=1e-4, atol=1e-5)
     assert metrics.snapshot().materialized["conv:channels_last"] == 0
-    torch._dynamo.reset()
-    metrics.reset()
+
+
+def test_training_saves_activations_channels_last(monkeypatch):
+    """A training step: values, output strides and gradients as eager's; the forward graph
+    returns its saved activations NHWC and says so to AOTAutograd (without the report the
+    backward graph would be compiled for NCHW and copy every saved activation back)."""
+    from stax.frontend.lowering import conv_layout
+
+    reported = []
+    real = conv_layout.report_output_strides
+    monkeypatch.setattr(conv_layout, "report_output_strides",
+                        lambda lowered: (reported.append(lowered.output_strides), real(lowered))[1])
+    m, x = _model()
     m.train()
-    y, pooled = torch.compile(m, backend="stax", dynamic=False)(x)
-    y_ref, pooled_ref = _model()[0].train()(x)
-    assert_same(y, y_ref, rtol=1e-4, atol=1e-5)
+    m_ref = _model()[0].train()
+    compiled = torch.compile(m, backend="stax", dynamic=False)
+    (y, pooled), (y_ref, pooled_ref) = compiled(x), m_ref(x)
+    assert_same(y, y_ref, rtol=1e-4, atol=1e-5)  # includes eager's (NCHW) strides
     assert_same(pooled, pooled_ref, rtol=1e-4, atol=1e-5)
-    assert metrics.snapshot().materialized["conv:channels_last"] == 0
+    (y.sum() + pooled.square().sum()).backward()
+    (y_ref.sum() + pooled_ref.square().sum()).backward()
+    for p, q in zip(m.parameters(), m_ref.parameters()):
+        assert_same(p.grad, q.grad, rtol=1e-4, atol=1e-4)
+    nhwc = [st for strides in reported if strides for st in strides
+            if st is not None and len(st) == 4 and st[1] == 1]
+    assert nhwc, reported  # relu(bn(conv1)) is saved for conv2's backward, as NHWC
+    assert metrics.snapshot().extern_ops["convolution_backward.default"] == 2
 
 
 @pytest.mark.parametrize("shape", [(1, 3, 1, 7), (2, 3, 5, 1)])

@@ -137,12 +137,18 @@ def plan_nests(kernel: Kernel, graph: Graph, merge: bool = True) -> list[Nest]:
     if kernel.kind == OUTER_LOOP_FUSED and kernel.outer_depth > 0:
         depth = kernel.outer_depth
         nls = [node_loops(n, protect=depth, merge=merge) for n in nodes]
-        if depth > 1 and _blocks_vertical(nls, depth):
-            shallower = [node_loops(n, protect=depth - 1, merge=merge) for n in nodes]
-            if _outer_fusable(shallower, depth - 1):
+        if _blocks_vertical(nls, depth):
+            nests = None
+            if depth == 1:  # nothing left to share (NHWC batch statistics): one nest per group
+                nests = [Nest(0, [g]) for g in share_groups([node_loops(n, merge=merge) for n in nodes])]
+            else:
+                shallower = [node_loops(n, protect=depth - 1, merge=merge) for n in nodes]
+                if _outer_fusable(shallower, depth - 1):
+                    nests = [Nest(depth - 1, share_groups(shallower))]
+            if nests is not None:
                 log.info("%s: outer loops shared to depth %d, not %d: a reduction vectorizes along loop %d",
                          kernel.name, depth - 1, depth, depth - 1)
-                return [Nest(depth - 1, share_groups(shallower))]
+                return nests
         if _outer_fusable(nls, depth):
             return [Nest(depth, share_groups(nls))]
         log.warning(

@@ -21,6 +21,7 @@ from .config import Config
 from .cse import cse
 from .decompositions import decomposition_table
 from .graph_lowering import GPU, lower, route
+from .lowering import conv_layout
 from .runtime import CompiledGraph, build_module, eager_callable, no_dynamo, resolve_runtime
 
 log = logging.getLogger("stax.frontend")
@@ -47,6 +48,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, kind: str, cfg: C
         sched = make_schedule(lowered.graph, scheduler_policy(target)) if lowered.graph.nodes else None
         module = build_module(lowered, sched, resolve_runtime(cfg.runtime), target, device)
         compiled = CompiledGraph(lowered, module, device)
+        conv_layout.report_output_strides(lowered)  # saved activations kept channels-last
     except Exception as e:  # noqa: BLE001 - never crash where eager works
         if cfg.debug:
             debug.dump(cfg, kind, gm, lowered, sched, module, error=e)

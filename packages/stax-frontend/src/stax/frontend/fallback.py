@@ -96,7 +96,8 @@ class ExternTuple(tuple):
 def call_aten(ctx, node, args, kwargs, fallback: bool, out_strides=None):
     """Lower `node` to an ExternKernel calling its ATen op; returns a BufferView or a tuple.
     `out_strides`: the strides the op returns when they differ from the traced ones (the
-    caller changed its inputs' layouts: conv_layout.py)."""
+    caller changed its inputs' layouts: conv_layout.py); for a tuple-returning op, one entry
+    per item (None: the traced strides)."""
     from .graph_lowering import GraphUnsupported
 
     try:
@@ -135,7 +136,8 @@ def call_aten(ctx, node, args, kwargs, fallback: bool, out_strides=None):
     if isinstance(val, (list, tuple)) and all(v is None or isinstance(v, (torch.Tensor, int)) for v in val):
         placeholder = Layout(ctx.device, _TUPLE_LAYOUT_DTYPE, (0,), (1,))
         buf = ctx.add_extern(kernel, placeholder, inputs, constants, fallback)
-        return ExternTuple(ExternItem(ctx, buf, k, v) for k, v in enumerate(val))
+        per_item = out_strides or [None] * len(val)
+        return ExternTuple(ExternItem(ctx, buf, k, v, st) for k, (v, st) in enumerate(zip(val, per_item)))
     raise GraphUnsupported(f"{kernel} returns {type(val).__name__}, not tensors")
 
 
@@ -146,8 +148,8 @@ def _sizes_strides(lay: Layout):
 class ExternItem:
     """Output k of a tuple extern call: a `stax.getitem` node created on first use."""
 
-    def __init__(self, ctx, tuple_buf: str, k: int, val):
-        self.ctx, self.tuple_buf, self.k, self.val = ctx, tuple_buf, k, val
+    def __init__(self, ctx, tuple_buf: str, k: int, val, strides=None):
+        self.ctx, self.tuple_buf, self.k, self.val, self.strides = ctx, tuple_buf, k, val, strides
         self._view = None
 
     def get(self):
@@ -155,6 +157,8 @@ class ExternItem:
             return self.val
         if self._view is None:
             lay = _layout_of(self.ctx, self.val)
+            if self.strides is not None:
+                lay = Layout(lay.device, lay.dtype, lay.sizes, tuple(self.strides))
             consts = (("index", self.k), ("out", _sizes_strides(lay)))
             buf = self.ctx.add_extern(GETITEM, lay, (self.tuple_buf,), consts, False)
             self._view = BufferView(self.ctx.builder, buf, lay, lay)

@@ -73,6 +73,9 @@ class LoweredGraph:
     fallback_ops: Counter = field(default_factory=Counter)
     extern_ops: Counter = field(default_factory=Counter)
     materialized: Counter = field(default_factory=Counter)
+    # per FX output, the strides the forward graph really returns, when a saved-for-backward
+    # output kept a layout other than the traced one (reported to AOTAutograd); else None
+    output_strides: list | None = None
 
 
 def is_dense(sizes, strides) -> bool:
@@ -89,6 +92,12 @@ def is_dense(sizes, strides) -> bool:
 def meta_strides(val) -> tuple:
     sizes, strides = tuple(val.shape), tuple(val.stride())
     return strides if is_dense(sizes, strides) else tuple(int(s) for s in contiguous_strides(sizes))
+
+
+def _traced_strides(item) -> tuple | None:
+    """The strides stax gives output `item` when it keeps the traced layout (None: not a tensor)."""
+    val = item.meta.get("val") if isinstance(item, torch.fx.Node) else None
+    return tuple(int(x) for x in meta_strides(val)) if isinstance(val, torch.Tensor) else None
 
 
 def same_view(sizes, strides, sizes2, strides2) -> bool:
@@ -134,6 +143,7 @@ class GraphLowering:
                  tensor_device: torch.device | None = None, kind: str | None = None):
         self.gm = gm
         self.kind = kind  # 'inference' | 'forward' | 'backward' (AOTAutograd's graph kind), None if unknown
+        self.saved_nodes: set = set()  # forward outputs only the backward graph reads (any layout will do)
         self.example_inputs = list(example_inputs)
         self.cfg = cfg
         self.target = target
@@ -327,16 +337,19 @@ class GraphLowering:
             reason = materialize.decide(value, [k for k, _ in users], self.cfg, min(outs, default=None))
             if reason is not None:
                 val = node.meta.get("val")
-                if reason == "rule0:output" and isinstance(val, torch.Tensor):
+                strides = conv_layout.preferred_strides(self, node)  # channels-last convolutions' input
+                if strides is None and reason == "rule0:output" and isinstance(val, torch.Tensor):
                     strides = meta_strides(val)
-                else:  # a layout its users prefer (channels-last convolutions), else contiguous
-                    strides = conv_layout.preferred_strides(self, node)
                 return self.realize(value, reason, strides)
         return value
 
     def run(self) -> LoweredGraph:
         examples = iter(self.example_inputs)
         out_node = None
+        last = next(iter(reversed(self.gm.graph.nodes)), None)
+        if last is not None and last.op == "output":  # outputs only the backward graph reads
+            items = last.args[0] if isinstance(last.args[0], (list, tuple)) else [last.args[0]]
+            self.saved_nodes = {items[k] for k in conv_layout.saved_outputs(self, len(items))}
         for node in self.gm.graph.nodes:
             self.current = node
             if node.op == "placeholder":
@@ -368,7 +381,9 @@ class GraphLowering:
                 graph_outputs.append(name)
             return graph_outputs.index(name)
 
-        for item in items:
+        keep = conv_layout.saved_outputs(self, len(items))  # outputs free to keep their layout
+        strides_out: list = [None] * len(items)
+        for k, item in enumerate(items):
             if not isinstance(item, torch.fx.Node):
                 specs.append(OutputSpec("const", value=item))
                 continue
@@ -378,6 +393,10 @@ class GraphLowering:
                 specs.append(OutputSpec("const", value=tv))
                 continue
             want = meta_strides(val) if isinstance(val, torch.Tensor) else None
+            if k in keep and isinstance(tv, BufferView) and tv.is_whole_buffer() and tv.buffer not in input_pos \
+                    and want is not None and not same_view(tv.sizes, tv.strides, tv.sizes, want):
+                strides_out[k] = tuple(tv.strides)  # a channels-last activation saved as it is
+                want = None
             if isinstance(tv, BufferView):
                 view = (tv.sizes, want if want is not None and same_view(tv.sizes, tv.strides, tv.sizes, want) else tv.strides, tv.offset)
                 pos = input_pos.get(tv.buffer)
@@ -403,6 +422,8 @@ class GraphLowering:
         return LoweredGraph(
             graph, [n.name for n in self.gm.graph.nodes if n.op == "placeholder"], self.extra_inputs, specs,
             is_tuple, self.fallback_ops, self.extern_ops, self.materialized,
+            output_strides=[s if s is not None else _traced_strides(i) for s, i in zip(strides_out, items)]
+            if any(s is not None for s in strides_out) else None,
         )
 
 

@@ -1,14 +1,17 @@
-"""2-D convolutions on channels-last memory in CPU inference graphs.
+"""2-D convolutions on channels-last memory in CPU inference and training-forward graphs.
 
 oneDNN runs a float convolution on NHWC memory directly; given NCHW, it reorders the
 input, the weight and the output on every call (Inductor's CPU graphs convert to
-channels-last for the same reason). Inside an inference graph no one else sees those
-intermediate layouts, so the convolution's input and weight are realized channels-last
-(the producing kernel writes them so; a graph input or a weight costs one copy kernel)
-and its output is declared channels-last, which the kernels after it read as such.
-Forward graphs of training keep NCHW: what they save for the backward graph must have
-the strides AOTAutograd traced, so a saved NHWC activation would need a second, NCHW copy
-(whether that still wins has not been measured).
+channels-last for the same reason). Inside a graph no one else sees those intermediate
+layouts, so the convolution's input and weight are realized channels-last (the producing
+kernel writes them so; a graph input or a weight costs one copy kernel) and its output is
+declared channels-last, which the kernels after it read as such.
+
+A training forward graph also returns the activations saved for the backward graph: those
+keep their channels-last layout (`saved_outputs`), and the forward compiler reports every
+output's real strides to AOTAutograd (TracingContext.output_strides), which restrides the
+backward graph's inputs before compiling it. Where no tracing context can take the report,
+forward graphs keep NCHW.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ def applies(ctx, conv: torch.fx.Node) -> bool:
     return (
         ctx.cfg.conv_channels_last
         and ctx.device == "cpu"
-        and ctx.kind == "inference"
+        and (ctx.kind == "inference" or (ctx.kind == "forward" and _stride_report() is not None))
         and not transposed
         and isinstance(val, torch.Tensor)
         and isinstance(x, torch.Tensor)
@@ -45,15 +48,87 @@ def applies(ctx, conv: torch.fx.Node) -> bool:
     )
 
 
+def _stride_report():
+    """AOTAutograd's list for the forward graph's real output strides, with the metadata that
+    says which outputs are saved for backward; None outside such a compile."""
+    tc = torch._guards.TracingContext.try_get()
+    if tc is None or tc.output_strides is None or getattr(tc, "fw_metadata", None) is None:
+        return None
+    return tc
+
+
+def saved_outputs(ctx, n_outputs: int) -> range:
+    """Positions of a training forward graph's outputs that only the backward graph reads:
+    these may keep a channels-last layout (reported by `report_output_strides`)."""
+    if ctx.kind != "forward" or not ctx.cfg.conv_channels_last or ctx.device != "cpu":
+        return range(0)
+    tc = _stride_report()
+    try:
+        return range(*tc.fw_metadata.tensors_saved_for_backwards_slice.indices(n_outputs)) if tc else range(0)
+    except (AttributeError, AssertionError):  # another torch's metadata: keep traced layouts
+        return range(0)
+
+
+def report_output_strides(lowered) -> None:
+    """Tell AOTAutograd the strides the compiled forward graph returns (called once it compiled)."""
+    tc = _stride_report()
+    if lowered.output_strides is not None and tc is not None:
+        tc.output_strides.extend(lowered.output_strides)
+
+
 def preferred_strides(ctx, node: torch.fx.Node) -> tuple | None:
-    """NHWC strides for a value realized only as the input of channels-last convolutions,
-    so that its kernel writes it so (no NCHW copy first); None otherwise."""
-    users = list(node.users)
-    if not users or any(u.target is not aten.convolution.default or u.args[0] is not node or not applies(ctx, u)
-                        for u in users):
+    """NHWC strides for a value realized only as the input of channels-last convolutions
+    (and maybe saved for the backward graph, which takes any layout), so that its kernel
+    writes it so (no NCHW copy first); None otherwise."""
+    if not node.users or not all(_takes_channels_last(ctx, node, u) for u in node.users):
         return None
     val = node.meta.get("val")
     return channels_last_strides(val.shape) if isinstance(val, torch.Tensor) and val.dim() == 4 else None
+
+
+def _takes_channels_last(ctx, node: torch.fx.Node, user: torch.fx.Node) -> bool:
+    """`user` reads `node` as well in NHWC: a channels-last convolution's input, the graph output
+    of a value only the backward graph reads, or an alias of `node` that only such users read."""
+    if user.op == "output":
+        return node in ctx.saved_nodes
+    if user.op != "call_function":
+        return False
+    if user.target is aten.alias.default:
+        return bool(user.users) and all(_takes_channels_last(ctx, user, u) for u in user.users)
+    if user.target is aten.convolution_backward.default:
+        return user.args[0] is node and backward_applies(ctx, user)
+    return user.target is aten.convolution.default and user.args[0] is node and applies(ctx, user)
+
+
+def backward_applies(ctx, node: torch.fx.Node) -> bool:
+    """Whether convolution_backward `node` runs channels-last in a CPU backward graph, as the
+    forward's convolutions do: its input (saved NHWC by the forward, or copied so), weight and
+    incoming gradient are NHWC, and the gradients are declared as oneDNN then returns them."""
+    x = node.args[1]
+    val = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
+    transposed = node.args[7] if len(node.args) > 7 else False
+    return (
+        ctx.cfg.conv_channels_last
+        and ctx.device == "cpu"
+        and ctx.kind == "backward"
+        and not transposed
+        and isinstance(val, torch.Tensor)
+        and val.dim() == 4
+        and val.dtype in (torch.float32, torch.bfloat16)
+    )
+
+
+def convolution_backward(ctx, node, grad, x, w, *rest, **kwargs):
+    """aten.convolution_backward(grad_output, input, weight, bias_sizes, ...) -> (grad_input,
+    grad_weight, grad_bias): channels-last when its input is (see backward_applies)."""
+    if not backward_applies(ctx, node):
+        return call_aten(ctx, node, (grad, x, w, *rest), kwargs, fallback=False)
+    grad = ctx.realize(grad, "conv:channels_last", strides=channels_last_strides(grad.sizes))
+    x = ctx.realize(x, "conv:channels_last", strides=channels_last_strides(x.sizes))
+    w = ctx.realize(w, "conv:channels_last", strides=channels_last_strides(w.sizes))
+    per_item = [channels_last_strides(v.shape) if isinstance(v, torch.Tensor) and v.dim() == 4 else None
+                for v in node.meta["val"]]
+    return call_aten(ctx, node, (grad, x, w, *rest), kwargs, fallback=False, out_strides=per_item)
 
 
 def convolution(ctx, node, x, w, *rest, **kwargs):
@@ -66,4 +141,5 @@ def convolution(ctx, node, x, w, *rest, **kwargs):
     return call_aten(ctx, node, (x, w, *rest), kwargs, fallback=False, out_strides=channels_last_strides(val.shape))
 
 
-LOWERINGS = table(BUFFER, {aten.convolution.default: convolution})
+LOWERINGS = table(BUFFER, {aten.convolution.default: convolution,
+                           aten.convolution_backward.default: convolution_backward})
