@@ -72,8 +72,8 @@ class Config:
     strict: re-raise when a whole graph fails to compile instead of running it eagerly.
     max_reads / max_body_ops: §6.6 rules 2 and 4 (too many reads, body too large).
     cpu_costs / gpu_costs: §6.6 per-device cost tables (rules 1 and 3).
-    conv_channels_last: CPU inference graphs run 2-D convolutions on channels-last memory
-      (lowering/conv_layout.py); env STAX_CONV_CHANNELS_LAST=0 keeps NCHW.
+    conv_channels_last: CPU inference and training graphs run 2-D convolutions on channels-last
+      memory (lowering/conv_layout.py); env STAX_CONV_CHANNELS_LAST=0 keeps NCHW.
     device_override: None routes each graph by its tensors' device (cuda -> stax.gpu,
       cpu -> stax.cpu); 'gpu' sends every graph to stax.gpu, also CPU tensors — for
       tests and dry runs under TRITON_INTERPRET=1 (Triton's interpreter runs on CPU).
