@@ -84,3 +84,43 @@ def test_training_saves_activations_channels_last(monkeypatch):
 def test_size_one_spatial_dims(shape):
     m, _ = _model()
     check(_infer(m), torch.randn(*shape), rtol=1e-4, atol=1e-5)
+
+
+def test_training_without_convolutions_keeps_saved_layouts(monkeypatch):
+    """A training graph with no convolution returns eager's layouts (nothing to report)."""
+    from stax.frontend.lowering import conv_layout
+
+    reported = []
+    real = conv_layout.report_output_strides
+    monkeypatch.setattr(conv_layout, "report_output_strides",
+                        lambda lowered: (reported.append(lowered.output_strides), real(lowered))[1])
+
+    def f(x):
+        return (x.exp() * x.sin()).softmax(-1).square().sum()
+
+    x = torch.randn(2, 3, 4, 5)
+    xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
+    torch.compile(f, backend="stax", dynamic=False)(xa).backward()
+    f(xb).backward()
+    assert_same(xa.grad, xb.grad, rtol=1e-4, atol=1e-5)
+    assert reported and all(s is None for s in reported), reported
+
+
+def test_a_value_only_saved_keeps_eager_layout():
+    """preferred_strides: NHWC only where a channels-last convolution reads the value; a 4-D
+    value only saved for the backward graph (attention probabilities, say) keeps eager's layout."""
+    from types import SimpleNamespace
+
+    from stax.frontend.lowering import conv_layout
+
+    aten = torch.ops.aten
+    g = torch.fx.Graph()
+    x, w = g.placeholder("x"), g.placeholder("w")
+    y = g.call_function(aten.relu.default, (x,))
+    g.output((y,))
+    x.meta["val"], w.meta["val"], y.meta["val"] = torch.empty(2, 3, 4, 5), torch.empty(6, 3, 1, 1), torch.empty(2, 3, 4, 5)
+    ctx = SimpleNamespace(saved_nodes={y}, cfg=config.Config(), device="cpu", kind="inference", env={})
+    assert conv_layout.preferred_strides(ctx, y) is None
+    conv = g.call_function(aten.convolution.default, (y, w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1))
+    conv.meta["val"] = torch.empty(2, 6, 4, 5)
+    assert conv_layout.preferred_strides(ctx, y) == (60, 1, 15, 3)

@@ -82,6 +82,8 @@ def preferred_strides(ctx, node: torch.fx.Node) -> tuple | None:
     writes it so (no NCHW copy first); None otherwise."""
     if not node.users or not all(_takes_channels_last(ctx, node, u) for u in node.users):
         return None
+    if not any(_is_conv_input(ctx, node, u) for u in node.users):  # saved only: keep eager's layout
+        return None
     val = node.meta.get("val")
     return channels_last_strides(val.shape) if isinstance(val, torch.Tensor) and val.dim() == 4 else None
 
@@ -95,9 +97,16 @@ def _takes_channels_last(ctx, node: torch.fx.Node, user: torch.fx.Node) -> bool:
         return False
     if user.target is aten.alias.default:
         return bool(user.users) and all(_takes_channels_last(ctx, user, u) for u in user.users)
+    return _is_conv_input(ctx, node, user)
+
+
+def _is_conv_input(ctx, node: torch.fx.Node, user: torch.fx.Node) -> bool:
+    """`user` is a channels-last convolution (or its backward) reading `node` as its input (gradient)."""
+    if user.op != "call_function" or not user.args or user.args[0] is not node:
+        return False
     if user.target is aten.convolution_backward.default:
-        return user.args[0] is node and backward_applies(ctx, user)
-    return user.target is aten.convolution.default and user.args[0] is node and applies(ctx, user)
+        return backward_applies(ctx, user)
+    return user.target is aten.convolution.default and applies(ctx, user)
 
 
 def backward_applies(ctx, node: torch.fx.Node) -> bool:
