@@ -134,15 +134,17 @@ def interleaved(impls: dict, rounds: int, iters) -> tuple[dict, dict]:
     return {name: statistics.median(ts) for name, ts in samples.items()}, samples
 
 
-def write_probe(out: str | None, stem: str, text: str, data: dict) -> None:
-    """A probe's printed table as <stem>.txt and its numbers as <stem>.json under `out`."""
+def report(out: str | None, stem: str, text: str, data: dict | None = None) -> None:
+    """Print a probe's table; under `out` also write it as <stem>.txt and its numbers as <stem>.json."""
+    print(text)
     if not out:
         return
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, f"{stem}.txt"), "w") as f:
         f.write(text + "\n")
-    with open(os.path.join(out, f"{stem}.json"), "w") as f:
-        json.dump(data, f, indent=1)
+    if data is not None:
+        with open(os.path.join(out, f"{stem}.json"), "w") as f:
+            json.dump(data, f, indent=1)
 
 
 def host_us(fn, calls: int = 20) -> float:

@@ -216,9 +216,7 @@ def main() -> int:
         lines.append(f"{n:28s} {med[n] * 1e3:9.2f} us  x{med['inductor'] / med[n]:.4f} vs inductor  {pct}{rs}")
     for n, e in errors.items():
         lines.append(f"{n:28s} FAILED {e}")
-    text = "\n".join(lines)
-    print(text)
-    B.write_probe(a.out, "layernorm_probe", text, {"medians_ms": med, "samples_ms": samples, "errors": errors})
+    B.report(a.out, "layernorm_probe", "\n".join(lines), {"medians_ms": med, "samples_ms": samples, "errors": errors})
     return 0
 
 

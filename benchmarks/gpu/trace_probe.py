@@ -11,7 +11,6 @@ take the same time but whose calls differ were separated by the gaps (launch or 
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 
@@ -90,13 +89,8 @@ def main() -> int:
         tl = gpu_timeline(lambda f=f: f(*inputs), a.calls)
         lines += summarize(name, tl, a.calls)
         lines.append(f"  host time of a call after a sync: median {first_call_us(lambda f=f: f(*inputs)):.1f} us")
-    text = "\n".join(lines)
-    print(text)
-    if a.out:
-        os.makedirs(a.out, exist_ok=True)
-        stem = "".join(c if c.isalnum() else "_" for c in w.name)  # no shell or path characters
-        with open(os.path.join(a.out, f"trace_{stem}.txt"), "w") as f:
-            f.write(text + "\n")
+    stem = "trace_" + "".join(c if c.isalnum() else "_" for c in w.name)  # no shell or path characters
+    B.report(a.out, stem, "\n".join(lines))
     return 0
 
 

@@ -143,7 +143,8 @@ class GraphLowering:
                  tensor_device: torch.device | None = None, kind: str | None = None):
         self.gm = gm
         self.kind = kind  # 'inference' | 'forward' | 'backward' (AOTAutograd's graph kind), None if unknown
-        self.saved_nodes: set = set()  # forward outputs only the backward graph reads (any layout will do)
+        self.saved_positions: range = range(0)  # output positions only the backward graph reads (any layout will do)
+        self.saved_nodes: set = set()  # the values at those positions, unless also returned elsewhere
         self.example_inputs = list(example_inputs)
         self.cfg = cfg
         self.target = target
@@ -349,7 +350,9 @@ class GraphLowering:
         last = next(iter(reversed(self.gm.graph.nodes)), None)
         if last is not None and last.op == "output":  # outputs only the backward graph reads
             items = last.args[0] if isinstance(last.args[0], (list, tuple)) else [last.args[0]]
-            self.saved_nodes = {items[k] for k in conv_layout.saved_outputs(self, len(items))}
+            self.saved_positions = conv_layout.saved_outputs(self, len(items))
+            also_user = {n for k, n in enumerate(items) if k not in self.saved_positions}  # returned to the user too
+            self.saved_nodes = {items[k] for k in self.saved_positions} - also_user
         for node in self.gm.graph.nodes:
             self.current = node
             if node.op == "placeholder":
@@ -381,7 +384,6 @@ class GraphLowering:
                 graph_outputs.append(name)
             return graph_outputs.index(name)
 
-        keep = conv_layout.saved_outputs(self, len(items))  # outputs free to keep their layout
         strides_out: list = [None] * len(items)
         for k, item in enumerate(items):
             if not isinstance(item, torch.fx.Node):
@@ -393,7 +395,7 @@ class GraphLowering:
                 specs.append(OutputSpec("const", value=tv))
                 continue
             want = meta_strides(val) if isinstance(val, torch.Tensor) else None
-            if k in keep and isinstance(tv, BufferView) and tv.is_whole_buffer() and tv.buffer not in input_pos \
+            if k in self.saved_positions and isinstance(tv, BufferView) and tv.is_whole_buffer() and tv.buffer not in input_pos \
                     and want is not None and not same_view(tv.sizes, tv.strides, tv.sizes, want):
                 strides_out[k] = tuple(tv.strides)  # a channels-last activation saved as it is
                 want = None

@@ -52,6 +52,7 @@ def _render(scope_lines: list, indent: str, r_numel: int | None = None) -> list[
     out = []
     for item in scope_lines:
         if isinstance(item, Scope):
+            assert r_numel is not None, "an r-loop needs its trip count"
             out += [indent + ln for ln in item.pre]
             out.append(indent + f"for r0_offset in range(0, {r_numel}, R0_BLOCK):")
             out += _render(item.lines, indent + "    ", r_numel)

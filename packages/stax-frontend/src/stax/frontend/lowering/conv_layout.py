@@ -1,4 +1,4 @@
-"""2-D convolutions on channels-last memory in CPU inference and training-forward graphs.
+"""2-D convolutions on channels-last memory in CPU inference and training graphs.
 
 oneDNN runs a float convolution on NHWC memory directly; given NCHW, it reorders the
 input, the weight and the output on every call (Inductor's CPU graphs convert to
@@ -10,8 +10,8 @@ declared channels-last, which the kernels after it read as such.
 A training forward graph also returns the activations saved for the backward graph: those
 keep their channels-last layout (`saved_outputs`), and the forward compiler reports every
 output's real strides to AOTAutograd (TracingContext.output_strides), which restrides the
-backward graph's inputs before compiling it. Where no tracing context can take the report,
-forward graphs keep NCHW.
+backward graph's inputs before compiling it (where no tracing context can take the report,
+forward graphs keep NCHW). In the backward graph convolution_backward runs NHWC too.
 """
 
 from __future__ import annotations
@@ -32,18 +32,24 @@ def channels_last_strides(sizes) -> tuple:
 
 def applies(ctx, conv: torch.fx.Node) -> bool:
     """Whether convolution node `conv` runs channels-last in this graph."""
-    val = conv.meta.get("val")
     x = conv.args[0].meta.get("val") if isinstance(conv.args[0], torch.fx.Node) else None
     transposed = conv.args[6] if len(conv.args) > 6 else conv.kwargs.get("transposed", False)
     return (
+        (ctx.kind == "inference" or (ctx.kind == "forward" and _stride_report() is not None))
+        and _eligible(ctx, transposed, conv.meta.get("val"))
+        and isinstance(x, torch.Tensor)
+        and x.dim() == 4
+    )
+
+
+def _eligible(ctx, transposed, val) -> bool:
+    """The conditions every channels-last convolution (forward or backward) shares."""
+    return (
         ctx.cfg.conv_channels_last
         and ctx.device == "cpu"
-        and (ctx.kind == "inference" or (ctx.kind == "forward" and _stride_report() is not None))
         and not transposed
         and isinstance(val, torch.Tensor)
-        and isinstance(x, torch.Tensor)
         and val.dim() == 4
-        and x.dim() == 4
         and val.dtype in (torch.float32, torch.bfloat16)
     )
 
@@ -114,22 +120,13 @@ def backward_applies(ctx, node: torch.fx.Node) -> bool:
     forward's convolutions do: its input (saved NHWC by the forward, or copied so), weight and
     incoming gradient are NHWC, and the gradients are declared as oneDNN then returns them."""
     x = node.args[1]
-    val = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
     transposed = node.args[7] if len(node.args) > 7 else False
-    return (
-        ctx.cfg.conv_channels_last
-        and ctx.device == "cpu"
-        and ctx.kind == "backward"
-        and not transposed
-        and isinstance(val, torch.Tensor)
-        and val.dim() == 4
-        and val.dtype in (torch.float32, torch.bfloat16)
-    )
+    return ctx.kind == "backward" and _eligible(ctx, transposed, x.meta.get("val") if isinstance(x, torch.fx.Node) else None)
 
 
 def convolution_backward(ctx, node, grad, x, w, *rest, **kwargs):
     """aten.convolution_backward(grad_output, input, weight, bias_sizes, ...) -> (grad_input,
-    grad_weight, grad_bias): channels-last when its input is (see backward_applies)."""
+    grad_weight, grad_bias): channels-last in CPU backward graphs (see backward_applies)."""
     if not backward_applies(ctx, node):
         return call_aten(ctx, node, (grad, x, w, *rest), kwargs, fallback=False)
     grad = ctx.realize(grad, "conv:channels_last", strides=channels_last_strides(grad.sizes))
