@@ -39,30 +39,36 @@ EPS = 1e-5
 
 
 @triton.jit
+def _tile(R: tl.constexpr, XBLOCK: tl.constexpr):
+    """This program's XBLOCK row offsets (row * R) and a row's R column offsets."""
+    return (tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[:, None]) * R, tl.arange(0, R)[None, :]
+
+
+@triton.jit
+def _centered(x, R: tl.constexpr):
+    """Two-pass statistics of each row: (x - mean, 1 / sqrt(var + eps))."""
+    d = x - tl.sum(x, 1)[:, None] / R
+    return d, tl.rsqrt(tl.sum(d * d, 1)[:, None] / R + 1e-5)
+
+
+@triton.jit
 def ln_per_hoist(x_ptr, w_ptr, b_ptr, y_ptr, R: tl.constexpr, XBLOCK: tl.constexpr):
-    row = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[:, None]
-    r = tl.arange(0, R)[None, :]
-    x = tl.load(x_ptr + row * R + r)
+    rows, r = _tile(R, XBLOCK)
+    x = tl.load(x_ptr + rows + r)
     w = tl.load(w_ptr + r, eviction_policy="evict_last")
     b = tl.load(b_ptr + r, eviction_policy="evict_last")
-    mean = tl.sum(x, 1)[:, None] / R
-    d = x - mean
-    rstd = tl.rsqrt(tl.sum(d * d, 1)[:, None] / R + 1e-5)
-    tl.store(y_ptr + row * R + r, d * rstd * w + b)
+    d, rstd = _centered(x, R)
+    tl.store(y_ptr + rows + r, d * rstd * w + b)
 
 
 @triton.jit
 def ln_per_sink(x_ptr, w_ptr, b_ptr, y_ptr, R: tl.constexpr, XBLOCK: tl.constexpr, X_EVICT: tl.constexpr = "",
                 Y_CACHE: tl.constexpr = ""):
-    row = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[:, None]
-    r = tl.arange(0, R)[None, :]
-    x = tl.load(x_ptr + row * R + r, eviction_policy=X_EVICT)
-    mean = tl.sum(x, 1)[:, None] / R
-    d = x - mean
-    rstd = tl.rsqrt(tl.sum(d * d, 1)[:, None] / R + 1e-5)
+    rows, r = _tile(R, XBLOCK)
+    d, rstd = _centered(tl.load(x_ptr + rows + r, eviction_policy=X_EVICT), R)
     w = tl.load(w_ptr + r, eviction_policy="evict_last")
     b = tl.load(b_ptr + r, eviction_policy="evict_last")
-    tl.store(y_ptr + row * R + r, d * rstd * w + b, cache_modifier=Y_CACHE)
+    tl.store(y_ptr + rows + r, d * rstd * w + b, cache_modifier=Y_CACHE)
 
 
 @triton.jit
@@ -72,15 +78,14 @@ def _add_pair(a0, a1, b0, b1):
 
 @triton.jit
 def ln_per_tuple(x_ptr, w_ptr, b_ptr, y_ptr, R: tl.constexpr, XBLOCK: tl.constexpr):
-    row = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[:, None]
-    r = tl.arange(0, R)[None, :]
-    x = tl.load(x_ptr + row * R + r)
-    w = tl.load(w_ptr + r, eviction_policy="evict_last")
+    rows, r = _tile(R, XBLOCK)
+    x = tl.load(x_ptr + rows + r)
+    w = tl.load(w_ptr + r, eviction_policy="evict_last")  # hoisted, as when measured
     b = tl.load(b_ptr + r, eviction_policy="evict_last")
     s, ss = tl.reduce((x, x * x), 1, _add_pair)
     mean = s[:, None] / R
     rstd = tl.rsqrt(ss[:, None] / R - mean * mean + 1e-5)
-    tl.store(y_ptr + row * R + r, (x - mean) * rstd * w + b)
+    tl.store(y_ptr + rows + r, (x - mean) * rstd * w + b)
 
 
 @triton.jit
