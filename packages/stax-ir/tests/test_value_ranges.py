@@ -129,3 +129,43 @@ def test_float_comparisons_are_never_decided():
     x = op("sigmoid", load("x", i0, dt.float32))
     assert bound_value(x) == ValueRange(0, 1)
     assert not provably_true(op("lt", x, const(5.0, dt.float32)))
+
+
+def test_a_wrapped_negative_index_needs_no_check():
+    """where(i < 0, i + n, i) on an index clamped to [-n, n) lands in [0, n) (embedding backward)."""
+    ids = load("ids", i0, dt.int64)
+    clamped = op("minimum", op("maximum", ids, const(-32, dt.int64)), const(31, dt.int64))
+    wrapped = op("where", op("lt", clamped, const(0, dt.int64)), op("add", clamped, const(32, dt.int64)), clamped)
+    assert bound_value(wrapped) == ValueRange(0, 31)
+    assert not bounds_check_needed(wrapped, 32)
+    mirrored = op("where", op("gt", const(0, dt.int64), clamped), op("add", clamped, const(32, dt.int64)), clamped)
+    assert bound_value(mirrored) == ValueRange(0, 31)
+    # a wider clamp can still land outside: the check stays
+    wide = op("minimum", op("maximum", ids, const(-40, dt.int64)), const(31, dt.int64))
+    w2 = op("where", op("lt", wide, const(0, dt.int64)), op("add", wide, const(32, dt.int64)), wide)
+    assert bound_value(w2) == ValueRange(-8, 31) and bounds_check_needed(w2, 32)
+    # equal copies of the clamped index (a rewrite that did not keep nodes shared) refine alike
+    copy = op("minimum", op("maximum", load("ids", i0, dt.int64), const(-32, dt.int64)), const(31, dt.int64))
+    assert copy is not clamped and copy == clamped
+    copied = op("where", op("lt", copy, const(0, dt.int64)), op("add", clamped, const(32, dt.int64)), clamped)
+    assert bound_value(copied) == ValueRange(0, 31)
+    # a branch that is never taken does not widen the range
+    never = op("where", op("ge", clamped, const(100, dt.int64)), const(-1000, dt.int64), clamped)
+    assert bound_value(never) == ValueRange(-32, 31)
+
+
+@settings(max_examples=150, deadline=None)
+@given(int_values(), st.integers(-6, 6), st.integers(-8, 8), st.sampled_from(["lt", "le", "gt", "ge"]),
+       st.booleans(), st.tuples(st.integers(1, 9), st.integers(1, 9)))
+def test_where_refinement_contains_every_value(v, k, shift, cmp, mirrored, sizes):
+    """where(x OP k, x + shift, x), either operand order: the refined range holds every value."""
+    x = cast(v, dt.int64)
+    kc = const(k, dt.int64)
+    cond = op(_MIRROR_NAME[cmp], kc, x) if mirrored else op(cmp, x, kc)
+    w = op("where", cond, op("add", x, const(shift, dt.int64)), x)
+    r = bound_value(w, dict(zip((i0, i1), sizes)))
+    vals = np.asarray(run_pointwise(w, sizes, {}), dtype=np.int64)
+    assert r.lo <= vals.min() and vals.max() <= r.hi, f"{w}: {r} vs [{vals.min()}, {vals.max()}]"
+
+
+_MIRROR_NAME = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}

@@ -340,27 +340,84 @@ def _clip_to_dtype(r: ValueRange, d: dt.DType) -> ValueRange:
     return r if r.within(full.lo, full.hi) else full
 
 
+# where(x OP k, a, b) with k an integer constant: the range of x where the condition holds, and
+# where it fails (wrapping a negative index, `where(i < 0, i + n, i)`, then provably lands in [0, n)).
+_HOLDS = {
+    "lt": lambda k: (ValueRange(-INF, k - 1), ValueRange(k, INF)),
+    "le": lambda k: (ValueRange(-INF, k), ValueRange(k + 1, INF)),
+    "gt": lambda k: (ValueRange(k + 1, INF), ValueRange(-INF, k)),
+    "ge": lambda k: (ValueRange(k, INF), ValueRange(-INF, k - 1)),
+}
+_MIRROR = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}  # k OP x == x MIRROR k
+
+
+def _intersect(a: ValueRange, b: ValueRange) -> ValueRange | None:
+    lo, hi = max(a.lo, b.lo), min(a.hi, b.hi)
+    return ValueRange(lo, hi) if lo <= hi else None
+
+
+def _int_constant(n) -> int | None:
+    if isinstance(n, Constant) and n.dtype.is_integer and isinstance(n.value, int | np.integer):
+        return int(n.value)
+    return None
+
+
+def _node_range(n, ranges: Callable, ib: _IndexBounds) -> ValueRange:
+    """One node's range from its operands' (`ranges(node)`), clipped to its dtype."""
+    if isinstance(n, Constant):
+        v = n.value
+        r = FULL if isinstance(v, float) and math.isnan(v) else ValueRange.point(int(v) if isinstance(v, bool) else v)
+    elif isinstance(n, IndexValue):
+        r = ib.bound(n.index)
+    elif isinstance(n, Op):
+        rule = _VALUE_RULES.get(n.name)
+        r = rule([ranges(a) for a in n.args], n) if rule else dtype_range(n.dtype)
+    else:
+        r = dtype_range(n.dtype)
+    return _clip_to_dtype(r, n.dtype)
+
+
+def _rebound(root: Value, x: Value, xr: ValueRange, out: dict, ib: _IndexBounds) -> ValueRange:
+    """`root`'s range when `x` (a node under it, or an equal copy) is known to lie in `xr`."""
+    local: dict[int, ValueRange] = {}
+    hx = hash(x)
+    for m in walk(root):
+        same = m is x or (hash(m) == hx and m == x)  # rewrites (index substitution) may copy shared nodes
+        local[id(m)] = xr if same else _node_range(m, lambda a: local[id(a)], ib)
+    return local[id(root)]
+
+
+def _where_refined(n: Op, out: dict, ib: _IndexBounds) -> ValueRange:
+    """where(x OP k, a, b): each branch bounded with x narrowed to where it is taken."""
+    base = _node_range(n, lambda a: out[id(a)], ib)
+    cond, a, b = n.args
+    if not (isinstance(cond, Op) and cond.name in _HOLDS and cond.args[0].dtype.is_integer):
+        return base
+    x, k, name = cond.args[0], _int_constant(cond.args[1]), cond.name
+    if k is None:
+        x, k, name = cond.args[1], _int_constant(cond.args[0]), _MIRROR[name]
+    if k is None or isinstance(x, Constant):
+        return base
+    parts = []
+    for branch, taken in zip((a, b), _HOLDS[name](k)):
+        xr = _intersect(out[id(x)], taken)
+        if xr is not None:  # (None: that branch is never taken)
+            parts.append(_rebound(branch, x, xr, out, ib))
+    if not parts:
+        return base
+    r = parts[0] if len(parts) == 1 else parts[0].union(parts[1])
+    return _intersect(r, base) or base
+
+
 def bound_values(root: Value, var_ranges: Mapping | None = None) -> dict[int, ValueRange]:
     """Ranges of every node of the DAG (by id), operands first."""
     ib = _IndexBounds(var_range_map(var_ranges))
     out: dict[int, ValueRange] = {}
     for n in walk(root):
-        if isinstance(n, Constant):
-            v = n.value
-            if isinstance(v, float) and math.isnan(v):
-                r = FULL
-            else:
-                r = ValueRange.point(int(v) if isinstance(v, bool) else v)
-        elif isinstance(n, IndexValue):
-            r = _clip_to_dtype(ib.bound(n.index), n.dtype)
-        elif isinstance(n, Load):
-            r = dtype_range(n.dtype)
-        elif isinstance(n, Op):
-            rule = _VALUE_RULES.get(n.name)
-            r = rule([out[id(a)] for a in n.args], n) if rule else dtype_range(n.dtype)
+        if isinstance(n, Op) and n.name == "where":
+            out[id(n)] = _clip_to_dtype(_where_refined(n, out, ib), n.dtype)
         else:
-            r = dtype_range(n.dtype)
-        out[id(n)] = _clip_to_dtype(r, n.dtype)
+            out[id(n)] = _node_range(n, lambda a: out[id(a)], ib)
     return out
 
 
