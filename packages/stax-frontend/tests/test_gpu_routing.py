@@ -269,3 +269,25 @@ def test_model_calls_through_host_graphs(monkeypatch, name):
     with config.patch(device_override="gpu"):
         check_model_calls(name, "cpu")
     assert backend.replays >= 1, (backend.captures, backend.replays)
+
+
+@interpret
+def test_embedding_backward_scatter_is_never_silently_wrong(tmp_path):
+    """The embedding's gradient scatter-adds rows at the token ids. Its index is either proven in
+    range (torch 2.13's decomposition clamps and wraps it: value ranges) or checked and poisoned
+    (an out-of-range id adds NaN: torch 2.11's), never checked and clamped silently, so on cuda
+    the backward module reads its flag asynchronously and can be graphed."""
+    torch.manual_seed(0)
+    emb = torch.nn.Embedding(50, 8)
+    ref = torch.nn.Embedding(50, 8)
+    ref.load_state_dict(emb.state_dict())
+    ids = torch.randint(0, 50, (4, 6))
+    with config.patch(device_override="gpu", debug=True, debug_dir=str(tmp_path)):
+        torch.compile(lambda i: emb(i).square().sum(), backend="stax", dynamic=False)(ids).backward()
+    ref(ids).square().sum().backward()
+    torch.testing.assert_close(emb.weight.grad, ref.weight.grad)
+    kernels = _dump(tmp_path, "backward")["source.txt"].split("@triton.jit")
+    scatters = [k for k in kernels if "tl.atomic_add" in k]
+    assert scatters, "the gradient is a scatter kernel"
+    for k in scatters:
+        assert "flag_error" not in k or "float('nan')" in k, k

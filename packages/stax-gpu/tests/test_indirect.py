@@ -92,9 +92,18 @@ def test_only_poisoned_checks_skip_the_sync():
     """On cuda a float gather reads its flag asynchronously; an integer gather cannot be
     poisoned with NaN, so its module reads the flag in the call (as error_sync=True)."""
     flag = lambda m: generated_module(m).ERRORS  # noqa: E731
+    from stax.gpu.compile import _why_not_graphed
+
     assert not flag(compile_embedding(device="cuda")).sync
     assert flag(compile_embedding(i64, device="cuda")).sync
     assert flag(compile_embedding(device="cuda", error_sync=True)).sync
+    # the reason a module is not graphed names what made its read synchronous
+    cuda = config(interpret=False, device="cuda")
+    assert _why_not_graphed(cuda, [], flag(compile_embedding(i64, device="cuda"))) == (
+        "its error flag is read synchronously (unpoisoned checks: "
+        "indirect index out of bounds reading table: not in [0, 10))")
+    assert _why_not_graphed(cuda, [], flag(compile_embedding(device="cuda", error_sync=True))) == (
+        "its error flag is read synchronously (GpuConfig.error_sync)")
 
 
 def test_provably_in_bounds_index_needs_no_check():
@@ -128,3 +137,4 @@ def test_log_softmax_nll_one_kernel_with_a_gather():
         m = run(g, groups=[["buf0", "buf1", "buf2"], ["buf3"]], cfg=cfg, t=(0, c), tol=dict(rtol=1e-5, atol=1e-6))
         assert "buf2 = empty_strided" in m.source  # read by the second kernel
     assert ir_cast is not None
+

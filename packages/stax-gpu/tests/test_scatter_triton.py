@@ -187,3 +187,42 @@ def test_never_autotuned():
     (ks,), cands = scatter_kernel_set(plans[1], passes[1], gpu, ErrorTable())
     assert len(candidates(plans[1], ks, gpu)) > 1 and len(cands) == 1
     assert ks.name == "triton_sca_fused_1" and ks.args == ("src", "idx", "out")
+
+
+@pytest.mark.parametrize("bad", [13, -1])
+def test_out_of_range_add_poisons_and_is_raised_later(bad):
+    """A float 'add' at an out-of-range index adds NaN at the clamped place (index 0): never
+    silently wrong, so on cuda its flag is read a call later, as a float gather's is."""
+    import torch
+    from stax.gpu.compile import generated_module
+
+    g = index_put(13, 6, f32, "add")
+    module = compile_schedule(schedule(g, GpuPolicy()), config=config())
+    flag = generated_module(module).ERRORS
+    if not ON_CUDA:
+        flag.end = lambda: None  # stand in for the asynchronous read: look at the output first
+    idx = np.array([0, 3, bad, 2, 1, 0])
+    _, bad_in = make_inputs(g, {"idx": idx})
+    _, good_in = make_inputs(g, {"idx": np.where(idx == bad, 4, idx)})
+    (out,) = module.call(list(bad_in))
+    out = as_numpy(out)
+    assert np.isnan(out[0]) and not np.isnan(out[1:]).any()
+    if ON_CUDA:
+        torch.cuda.synchronize()
+        with pytest.raises(IndexError, match="scatter index out of bounds writing out.*earlier call"):
+            module.call(list(good_in))
+    else:
+        with pytest.raises(IndexError, match="scatter index out of bounds writing out"):
+            flag.check()
+    (got,), (ref,), _ = run(g, arrays={"idx": np.where(idx == bad, 4, idx)})
+    check(got, ref, f32)
+
+
+@pytest.mark.parametrize("d, mode, sync", [(f32, "add", False), (f32, "set", True), (i64, "add", True)], ids=str)
+def test_only_a_float_add_reads_its_flag_asynchronously(d, mode, sync):
+    """A 'set' may be overwritten by a racing store and an integer holds no NaN: those keep the
+    synchronous read (and no CUDA graph); a float 'add' is poisoned."""
+    from stax.gpu.compile import generated_module
+
+    module = compile_schedule(schedule(index_put(13, 6, d, mode), GpuPolicy()), config=config(device="cuda"))
+    assert generated_module(module).ERRORS.sync == sync

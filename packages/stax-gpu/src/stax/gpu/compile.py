@@ -151,7 +151,9 @@ def compile_schedule(schedule, *, extern_kernels=None, config: GpuConfig | None 
     module.DEVICE = device
     module.empty_strided = allocator_for(device)
     module.GRAPH = schedule.graph  # as run: split reductions add partial buffers
-    module.ERRORS = ErrorFlag(errors.entries, device, sync=config.error_sync or errors.unpoisoned) if errors.entries else ()
+    why_sync = "GpuConfig.error_sync" if config.error_sync else (
+        "unpoisoned checks: " + "; ".join(errors.unpoisoned) if errors.unpoisoned else "")
+    module.ERRORS = ErrorFlag(errors.entries, device, sync=bool(why_sync), why=why_sync) if errors.entries else ()
     autotuner = default_autotuner(config)
     dev_name = _device_name(config)
     names = []
@@ -268,7 +270,8 @@ def _why_not_graphed(config: GpuConfig, plans, errors, allocated: int = 0) -> st
     if any(p.form == EXTERN_FORM and p.extern.fallback for p in plans):
         return "it calls fallback ATen ops (any of which may synchronize)"
     if errors and errors.sync:
-        return "its error flag is read synchronously"
+        why = getattr(errors, "why", "")
+        return "its error flag is read synchronously" + (f" ({why})" if why else "")
     if allocated > config.cuda_graph_max_bytes:
         # its kernels run >= 0.25 ms at 4 TB/s: a launch's overhead is small next to that,
         # and each instance would keep this much reserved

@@ -80,12 +80,17 @@ class GpuConfig:
         starts with `gdc_wait()` (nothing is read or written before the previous kernel in
         the stream has finished and flushed) then `gdc_launch_dependents()`, and launches
         with `launch_pdl`, so the next kernel's programs are resident and waiting while
-        this one's last wave drains. With it on, a key whose timed plain call spent at least
-        cuda_graph_gpu_bound_ratio x its host time on the GPU is not graphed (graphs.py: PDL
-        does not overlap two graph launches; 0 graphs every key). Off by default: in two H200
-        suite calls (16384x4096 fp32, 3 allocation states) it moved workloads by -1.3 %
-        (exp->sum&amax) to +1.0 % (rmsnorm) against graphs without it, the sign changing
-        between calls, and the small models suite measured no better. Ignored on older GPUs and the interpreter.
+        this one's last wave drains. With it on, a key whose timed plain calls spent at least
+        cuda_graph_gpu_bound_ratio x their host time on the GPU (median GPU time, least host
+        time of 3) is not graphed (graphs.py: PDL does not overlap two graph launches; 0
+        graphs every key). Off by default. H200, 16384x4096 fp32, 2026-11-30: plain PDL
+        launches against graph replays without PDL, 31 rounds x 3 allocation states:
+        layernorm +1.3 %, rmsnorm +2.0 %, transpose+add +0.8 %, silu +0.2 %; but the whole
+        suite with PDL on (21 x 3) against pdl=0 in the same rounds: -0.8 to +0.4 % on ten
+        workloads, and var_mean -22 %: its 62 us of kernels read 125-147 us between the
+        timed calls' events (from an idle GPU the span includes the host's launch time)
+        against 33-67 us of host time, so it stayed on plain launches, which then fell
+        behind. Ignored on older GPUs and the interpreter.
     compile_workers: processes that compile a cuda module's kernels ahead of their first
         launch (precompile.py); None: half the host's cores, at most 8 (none on <= 2
         cores); 0: the JIT compiles each kernel at its first launch.

@@ -66,9 +66,9 @@ class ErrorTable:
 
     def __init__(self):
         self.entries: list[tuple[str, str]] = []
-        # a check whose faulting lanes are not poisoned with NaN (integer results): the
-        # module must then read its flag in the same call (ErrorFlag sync)
-        self.unpoisoned = False
+        # messages of checks whose faulting lanes are not poisoned with NaN (integer results):
+        # the module must then read its flag in the same call (ErrorFlag sync)
+        self.unpoisoned: list[str] = []
 
     def code(self, exc: str, message: str) -> int:
         if (exc, message) not in self.entries:
@@ -202,7 +202,8 @@ class Emitter:
     # ---- checks
     def flag(self, bad: str, axes, exc: str, message: str, poisoned: bool = False) -> None:
         code = self.errors.code(exc, message)
-        self.errors.unpoisoned |= not poisoned
+        if not poisoned and message not in self.errors.unpoisoned:
+            self.errors.unpoisoned.append(message)
         m = self.mask(axes)
         cond = f"({bad}) & {m}" if m else f"{bad}"
         self.uses_err = True

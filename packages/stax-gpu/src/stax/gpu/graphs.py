@@ -12,22 +12,28 @@ another instance for the key (up to `instances`) or makes a plain call. A user w
 `y = f(x)` across calls gets two instances used in turn; nothing is ever overwritten
 while reachable.
 
-Modules that call extern (ATen) kernels, read their error flag synchronously, or return
-memory they did not allocate (an output reusing an input's storage) are not graphed.
+Modules that call fallback ATen ops (any may synchronize), read their error flag
+synchronously, or return memory they did not allocate (an output reusing an input's
+storage) are not graphed; lowered extern kernels (matmuls, convolutions) are captured.
 
 With programmatic dependent launch (GpuConfig.pdl) a graph has a cost too: PDL overlaps
 a kernel's launch with the previous kernel's drain within a graph but not across two
-graph launches. So before capturing, `GraphedCall(gpu_bound_ratio=r)` times one plain
-call: when its GPU time is at least r x its host time, launches already hide behind the
-kernels, and that key stays on plain launches (H200, 16384x4096 fp32: plain PDL launches
--0.1 to +1.0 % against graph replays with PDL on cumsum, layernorm, silu, softmax and
-transpose+add in one call, +0.1 to +1.2 % on six workloads in another; a host-bound one,
-log_softmax+nll, lost 6.7 %, which is what the timed call keeps graphed).
+graph launches. So before capturing, `GraphedCall(gpu_bound_ratio=r)` times a few plain
+calls (`probe_calls`): when their median GPU time is at least r x their least host time,
+launches already hide behind the kernels, and that key stays on plain launches (H200,
+16384x4096 fp32: plain PDL launches -0.1 to +1.0 % against graph replays with PDL on five
+GPU-bound workloads; the host-bound log_softmax+nll lost 6.7 %, and stays graphed). The
+least host time: one call slowed by the host (a page fault, a collector pause) must not
+make a GPU-bound key look launch-bound (with one timed call per key, six GPU-bound H200
+suite workloads stayed graphed; with three, 28 of 30 keys of GPU-bound ones went plain).
+The GPU span of a call made on an idle GPU includes the host's launch time, so a key whose
+kernels take about as long as its host work can be misjudged GPU-bound (config.pdl).
 """
 
 from __future__ import annotations
 
 import logging
+import statistics
 import sys
 import time
 from collections import OrderedDict
@@ -109,12 +115,12 @@ class GraphedCall:
     A key's first `warmup` calls run plainly (the first one autotunes); the next captures.
     At most `keys` input-address tuples keep graphs (least recently used dropped), each
     with at most `instances` graphs. `stats` counts replays, captures and plain calls.
-    With `gpu_bound_ratio` > 0 the call after the warmup is a timed plain call, and the
-    next one captures only if that call was not GPU-bound (see the module docstring).
+    With `gpu_bound_ratio` > 0 the `probe_calls` calls after the warmup are timed plain
+    calls, and the next one captures only if they were not GPU-bound (module docstring).
     """
 
     def __init__(self, call, name: str, errors=None, warmup: int = 1, instances: int = 2, keys: int = 4,
-                 backend=None, gpu_bound_ratio: float = 0.0):
+                 backend=None, gpu_bound_ratio: float = 0.0, probe_calls: int = 3):
         self.call = call
         self.name = name
         self.errors = errors
@@ -125,7 +131,8 @@ class GraphedCall:
         self.entries: OrderedDict[tuple, _Entry] = OrderedDict()
         self.seen: dict[tuple, int] = {}
         self.gpu_bound_ratio = gpu_bound_ratio
-        self.probes: dict[tuple, tuple] = {}  # key -> (start mark, end mark, host seconds) of its timed call
+        self.probe_calls = max(1, probe_calls)
+        self.probes: dict[tuple, list] = {}  # key -> [(start mark, end mark, host seconds)] of its timed calls
         self.gpu_bound: set[tuple] = set()  # keys that stay on plain launches
         self.disabled = ""  # why graphs were turned off for this module, once they were
         self.stats = {"replays": 0, "captures": 0, "plain": 0}
@@ -161,37 +168,41 @@ class GraphedCall:
             self.stats["plain"] += 1
             return self.call(args)
         if self.gpu_bound_ratio > 0:
-            probe = self.probes.pop(key, None)
-            if probe is None:
+            if len(self.probes.get(key, ())) < self.probe_calls:
                 return self._timed_call(key, args)
-            if self._is_gpu_bound(key, *probe):
+            if self._is_gpu_bound(key, self.probes.pop(key)):
                 self.stats["plain"] += 1
                 return self.call(args)
         entry = _Entry(_layouts(args))
         return self._capture(key, entry, args)
 
     def _timed_call(self, key, args: list):
-        """A plain call whose host and GPU time decide, at the key's next call, whether to capture."""
-        if len(self.probes) > 64 * self.max_keys:
+        """A plain call whose host and GPU time (with the key's other timed calls) decide whether to capture."""
+        if key not in self.probes and len(self.probes) > 64 * self.max_keys:
             self.probes.clear()
         start = self.backend.mark()
         t0 = time.perf_counter()
         outs = self.call(args)
         host = time.perf_counter() - t0
-        self.probes[key] = (start, self.backend.mark(), host)
+        self.probes.setdefault(key, []).append((start, self.backend.mark(), host))
         self.stats["plain"] += 1
         return outs
 
-    def _is_gpu_bound(self, key, start, end, host: float) -> bool:
-        gpu = self.backend.seconds(start, end)
+    def _is_gpu_bound(self, key, probes: list) -> bool:
+        gpu = statistics.median(self.backend.seconds(start, end) for start, end, _ in probes)
+        host = min(h for _, _, h in probes)
         if gpu < self.gpu_bound_ratio * host:
+            log.info("%s: input addresses %s launch-bound (median %.1f us on the GPU, least %.1f us on the host "
+                     "of %d timed calls): graphed", self.name, ",".join(hex(p) for p in key), gpu * 1e6, host * 1e6,
+                     len(probes))
             return False
         if len(self.gpu_bound) >= 64 * self.max_keys:
             self.gpu_bound.clear()
         self.gpu_bound.add(key)
         self.seen.pop(key, None)
-        log.info("%s: no CUDA graph for input addresses %s: GPU-bound (%.1f us on the GPU, %.1f us on the host; "
-                 "plain launches overlap calls under PDL)", self.name, ",".join(hex(p) for p in key), gpu * 1e6, host * 1e6)
+        log.info("%s: no CUDA graph for input addresses %s: GPU-bound (median %.1f us on the GPU, least %.1f us "
+                 "on the host of %d timed calls; plain launches overlap calls under PDL)", self.name,
+                 ",".join(hex(p) for p in key), gpu * 1e6, host * 1e6, len(probes))
         return True
 
     def _capture(self, key, entry: _Entry, args: list):

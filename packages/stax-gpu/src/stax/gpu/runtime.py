@@ -105,8 +105,9 @@ class ErrorFlag:
     the end of each call (a host sync). On cpu (the interpreter) every call raises at its end.
     """
 
-    def __init__(self, table, device, sync: bool = False):
+    def __init__(self, table, device, sync: bool = False, why: str = ""):
         self.table = tuple(table)
+        self.why = why  # what made it synchronous: the unpoisoned checks' messages
         self.device = torch.device(device)
         self.sync = sync or self.device.type != "cuda"
         self.flag = self.host = None  # allocated at the first call (AOT builds have no GPU)
@@ -145,7 +146,7 @@ class ErrorFlag:
         else:
             self.flag.zero_()
         exc, message = self.table[code - 1]
-        when = " (in an earlier call: its float results hold NaN where it read out of range)" if later else ""
+        when = " (in an earlier call: its float results hold NaN where an index was out of range)" if later else ""
         raise _EXCEPTIONS.get(exc, RuntimeError)(f"stax-gpu: {message}{when}")
 
 

@@ -202,12 +202,15 @@ def plan_with_scatters(schedule: Schedule, config: GpuConfig, plan_kernels) -> t
 # ---- the Triton kernel ----------------------------------------------------------------------
 
 
-def _checked(em: Emitter, v: V, bound: int, message: str) -> str:
-    """The index value `v` flagged where it is outside [0, bound), then clamped to 0 there."""
+def _checked(em: Emitter, v: V, bound: int, message: str, in_range: list, poisoned: bool) -> str:
+    """The index value `v` flagged where it is outside [0, bound), then clamped to 0 there;
+    its in-range condition is appended to `in_range` (a poisoned scatter adds NaN where any fails)."""
     v = em.tensor(v)
     if em.config.bounds_check == "flag":
-        em.flag(f"({v.src} < 0) | ({v.src} >= {bound})", v.axes, "IndexError", message)
-    v = em.new(f"tl.where(({v.src} >= 0) & ({v.src} < {bound}), {v.src}, 0)", v.dtype, v.axes)
+        em.flag(f"({v.src} < 0) | ({v.src} >= {bound})", v.axes, "IndexError", message, poisoned=poisoned)
+    ok = f"({v.src} >= 0) & ({v.src} < {bound})"
+    in_range.append(ok)
+    v = em.new(f"tl.where({ok}, {v.src}, 0)", v.dtype, v.axes)
     em.axis_of[v.src] = set(v.axes)
     return v.src
 
@@ -220,11 +223,17 @@ def write_scatter(plan: KernelPlan, sp: ScatterPass, config: GpuConfig, errors: 
     sizes = [as_int(s) for s in layout.sizes]
     ranges = {v: as_int(s) for v, s in zip(pointwise_vars(len(p.node.body.ranges)), p.node.body.ranges)}
     subs = {}
+    # a float 'add' whose index is out of range adds NaN at the clamped place instead of its
+    # value: the result is never silently wrong, so the flag may be read a call later (as a
+    # float gather's); a 'set' could be overwritten by a racing store, an integer holds no NaN
+    poisoned = sp.mode == "add" and layout.dtype.is_floating
+    in_range: list[str] = []
     for sym, v, bound in sp.indirect:
         iv = em.tensor(em.value(v, p))
         name = iv.src
         if bounds_check_needed(v, bound, ranges):
-            name = _checked(em, iv, as_int(bound), f"scatter index out of bounds writing {sp.node.name}: not in [0, {bound})")
+            name = _checked(em, iv, as_int(bound), f"scatter index out of bounds writing {sp.node.name}: not in [0, {bound})",
+                            in_range, poisoned)
         em.axis_of[name] = set(iv.axes)
         subs[sym] = sympy.Symbol(name, integer=True, nonnegative=True)
         ranges[sym] = as_int(bound)
@@ -235,11 +244,13 @@ def write_scatter(plan: KernelPlan, sp: ScatterPass, config: GpuConfig, errors: 
         if r.lo < 0 or r.hi >= n:
             cv = em.new(texpr(e), dt.int64, frozenset(axes_of(e, em.axis_of)))
             msg = f"scatter coordinate {d} out of bounds writing {sp.node.name}: not in [0, {n})"
-            e = sympy.Symbol(_checked(em, cv, n, msg), integer=True, nonnegative=True)
+            e = sympy.Symbol(_checked(em, cv, n, msg, in_range, poisoned), integer=True, nonnegative=True)
         coords.append(e)
     idx = layout.index(coords)
     v = em.tensor(em.value(sp.value, p))
     val = store_cast(v.src, v.dtype, layout.dtype, config.math)
+    if poisoned and in_range and config.bounds_check == "flag":
+        val = f"tl.where({' & '.join(f'({c})' for c in in_range)}, {val}, float('nan'))"
     ptr = f"{em.args[sp.node.name]} + {_paren(texpr(idx))}"
     if "x" not in axes_of(idx, em.axis_of):
         ptr = f"{em.args[sp.node.name]} + ({texpr(idx)} + tl.zeros([XBLOCK], tl.int32))"
