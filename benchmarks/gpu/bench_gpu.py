@@ -4,7 +4,10 @@ For each workload: build the stax version — torch.compile(backend="stax") when
 frontend routes cuda graphs to stax.gpu, else the workload's stax.ir graph scheduled
 by stax.sched's GPU policy, else its hand-grouped schedule — and Inductor's
 (torch.compile default mode); check both against eager; then time the three in
-interleaved rounds (CUDA events, median over rounds). Reports ms, speedups, achieved
+interleaved rounds (CUDA events, median over rounds; each round in a fresh seeded random
+order; every implementation times the same number of back-to-back calls, started behind a
+short GPU sleep so the host enqueues ahead: steady-state time per call, without the idle
+GPU of a burst's first call). Reports ms, speedups, achieved
 bandwidth (minimum bytes / time) as % of the measured device copy bandwidth, the
 stax path used and its kernels. Writes JSON + a markdown table after every workload,
 so a run cut short still leaves its answers.
@@ -28,6 +31,7 @@ import json
 import logging
 import math
 import os
+import random
 import statistics
 import sys
 import tempfile
@@ -107,6 +111,27 @@ def sync() -> None:
         torch.cuda.synchronize()
 
 
+HEAD_START_MS = 1.0  # --head-start MS: the GPU sleeps this long before each timed burst (0: starts idle)
+_CYCLES_PER_MS: list[float] = []
+
+
+def head_start() -> None:
+    """Keep the GPU busy ~HEAD_START_MS so a timed burst's calls are enqueued before its start
+    event runs: the burst then times the calls back to back, as in a training or serving loop,
+    not the host time of its first call on an idle GPU (up to 0.3 ms here; a 190-call burst
+    carried 0.4-1.5 us of it per call, as large as the differences being measured)."""
+    if HEAD_START_MS <= 0:
+        return
+    if not _CYCLES_PER_MS:  # calibrate torch.cuda._sleep (it spins for a number of cycles)
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        torch.cuda._sleep(1_000_000)
+        b.record()
+        b.synchronize()
+        _CYCLES_PER_MS.append(1_000_000 / max(a.elapsed_time(b), 1e-3))
+    torch.cuda._sleep(int(HEAD_START_MS * _CYCLES_PER_MS[0]))
+
+
 def time_ms(fn, iters: int) -> float:
     if DRY:
         t = time.perf_counter()
@@ -114,6 +139,7 @@ def time_ms(fn, iters: int) -> float:
             fn()
         return (time.perf_counter() - t) * 1e3 / iters
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    head_start()
     start.record()
     for _ in range(iters):
         fn()
@@ -123,13 +149,16 @@ def time_ms(fn, iters: int) -> float:
 
 
 def interleaved(impls: dict, rounds: int, iters) -> tuple[dict, dict]:
-    """Time every implementation once per round, each round starting one further along, so drift
-    lands on all alike: (median ms per call, samples) by name. `iters`: launches per timing, an
-    int or a dict by name."""
+    """Time every implementation once per round, each round in a fresh random order (seeded), so
+    drift lands on all alike and no implementation always follows the same one (a rotation kept
+    each one's predecessor fixed): (median ms per call, samples) by name. `iters`: launches per
+    timing, an int or a dict by name."""
     samples = {name: [] for name in impls}
-    order = list(impls)
-    for k in range(rounds):
-        for name in order[k % len(order):] + order[: k % len(order)]:
+    rng = random.Random(0)
+    for _ in range(rounds):
+        order = list(impls)
+        rng.shuffle(order)
+        for name in order:
             samples[name].append(time_ms(impls[name], iters[name] if isinstance(iters, dict) else iters))
     return {name: statistics.median(ts) for name, ts in samples.items()}, samples
 
@@ -371,13 +400,15 @@ def bench_workload(w, rounds: int, copy_bw: float, skip_inductor: bool, variants
         ok, err = max_err(impls["stax"]() if path == "frontend" else flat(impls["stax"]()), ref, *w.tol)
         rec["stax_correct"], rec["stax_max_abs_err"] = ok, err
     # warm up (autotuning happens here) and size the timing loops to ~25 ms each
-    iters = {}
+    # (one count for all: a burst's fixed costs are then spread alike)
+    est = {}
     for name, f in impls.items():
         for _ in range(3):
             f()
         sync()
-        est = time_ms(f, 3)
-        iters[name] = 1 if DRY else max(3, min(200, int(25 / max(est, 1e-3))))
+        est[name] = time_ms(f, 3)
+    n = 1 if DRY else max(3, min(200, int(25 / max(min(est.values()), 1e-3))))
+    iters = dict.fromkeys(impls, n)
     for name, f in impls.items():
         rec[f"{name}_host_us"] = host_us(f)
     if PROFILE_DIR and not DRY:
@@ -448,6 +479,8 @@ def markdown(result: dict) -> str:
         "",
         f"torch {result.get('torch')}, triton {result.get('triton')}; copy bandwidth "
         f"{result.get('copy_GBps')} GB/s (read+write); times are medians of {result.get('rounds')} interleaved rounds"
+        f" (random order each round; bursts of back-to-back calls"
+        + (f" behind a {result['head_start_ms']} ms GPU head start)" if result.get("head_start_ms") else ")")
         + (f", then the median over {result['placements']} allocation states (--placements)."
            if result.get("placements", 1) > 1 else "."),
         "",
@@ -559,9 +592,12 @@ def main() -> int:
                     "(comma-separated, e.g. reduce-overhead)")
     ap.add_argument("--profile-host", default="", metavar="DIR",
                     help="write a cProfile of each implementation's calls per workload under DIR")
+    ap.add_argument("--head-start", type=float, default=1.0, metavar="MS",
+                    help="GPU sleep before each timed burst so its calls are enqueued ahead (0: start idle)")
     a = ap.parse_args()
-    global PROFILE_DIR
+    global PROFILE_DIR, HEAD_START_MS
     PROFILE_DIR = a.profile_host
+    HEAD_START_MS = a.head_start
     if PROFILE_DIR:
         os.makedirs(PROFILE_DIR, exist_ok=True)
     variants = [v.strip() for v in a.variants.split(",") if v.strip() and v.strip() != "default"]
@@ -582,6 +618,7 @@ def main() -> int:
         "shape": [N, C],
         "rounds": a.rounds,
         "placements": a.placements,
+        "head_start_ms": 0 if DRY else a.head_start,
         "variants": variants,
         "inductor_modes": [m.strip() for m in a.inductor_modes.split(",") if m.strip()],
         "workloads": [],
