@@ -551,7 +551,7 @@ def aot(only) -> None:
     """No GPU needed: generate every workload's stax kernels and compile them for sm_90."""
     from stax.gpu.aot import compile_module
 
-    cfg = GpuConfig(cache_dir=os.environ["STAX_CACHE_DIR"])
+    cfg = GpuConfig.from_env(cache_dir=os.environ["STAX_CACHE_DIR"])  # STAX_GPU_CONFIG variants too
     for w in suite_lazy():
         if only and w.name not in only:
             continue
