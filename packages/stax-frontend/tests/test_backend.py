@@ -171,3 +171,30 @@ def test_cpu_input_check_fast_path_and_its_errors():
         check_input(alloc, t.t(), (3, 4), (4, 1), dt.float32, "x")
     with pytest.raises(InputLayoutError, match="input x: expected dtype float32, got float64"):
         check_input(alloc, t.double(), (4, 3), (3, 1), dt.float32, "x")
+    # the generated wrappers' checker: the exact match inline, the same errors otherwise
+    from stax.cpu.compile import _input_checker
+
+    wrapper_check = _input_checker(alloc)
+    wrapper_check(t, (4, 3), (3, 1), dt.float32, "x")
+    wrapper_check(torch.randn(4, 1), (4, 1), (1, 7), dt.float32, "y")
+    with pytest.raises(InputLayoutError, match=r"input x: expected sizes \(3, 4\)"):
+        wrapper_check(t.t(), (3, 4), (4, 1), dt.float32, "x")
+    with pytest.raises(InputLayoutError, match="expected dtype float32, got float64"):
+        wrapper_check(t.double(), (4, 3), (3, 1), dt.float32, "x")
+
+
+def test_cpu_allocator_reuse_views_share_memory():
+    """as_strided (a buffer reused with another layout): same dtype through torch.as_strided,
+    another dtype through the storage; either way the view starts where the buffer does."""
+    from stax.frontend.runtime import TorchAllocator
+    from stax.ir import dtypes as dt
+
+    alloc = TorchAllocator()
+    base = torch.arange(24, dtype=torch.float32)
+    buf = base[4:]  # a buffer at an offset inside its storage
+    v = alloc.as_strided(buf, (4, 5), (1, 4), dt.float32)
+    assert v.data_ptr() == buf.data_ptr() and v.stride() == (1, 4)
+    assert torch.equal(v, buf[:20].reshape(5, 4).t())
+    w = alloc.as_strided(buf, (2, 10), (10, 1), dt.int32)  # reinterpreted bytes
+    assert w.dtype == torch.int32 and w.data_ptr() == buf.data_ptr()
+    assert torch.equal(w.view(torch.float32), buf[:20].reshape(2, 10))

@@ -29,6 +29,19 @@ from .wrapper import wrapper_source
 log = logging.getLogger("stax.cpu")
 
 
+def _input_checker(allocator):
+    """The wrapper's check_input(buf, sizes, strides, dtype, name): the allocator's exact-match
+    test inline (it runs for every input of every call), the full check only on a mismatch."""
+    matches = getattr(allocator, "matches", None)
+    if matches is None:
+        return lambda buf, sizes, strides, d, name: runtime.check_input(allocator, buf, sizes, strides, d, name)
+
+    def check_input(buf, sizes, strides, d, name):
+        if not matches(buf, sizes, strides, d):
+            runtime.check_input(allocator, buf, sizes, strides, d, name)
+
+    return check_input
+
 def _reads(graph, kernel) -> set:
     out = set()
     for name in kernel.nodes:
@@ -161,7 +174,7 @@ def compile_schedule(schedule: Schedule, *, allocator=None, extern_kernels=None,
         empty_strided=getattr(allocator, "empty_strided_ints", allocator.empty_strided),
         data_ptr=allocator.data_ptr,
         as_strided=getattr(allocator, "as_strided", None),
-        check_input=lambda buf, sizes, strides, d, name: runtime.check_input(allocator, buf, sizes, strides, d, name),
+        check_input=_input_checker(allocator),
         new_err=runtime.new_error_array if slots == 1 else (lambda: (ctypes.c_int64 * (ERR_SLOT * slots))()),
         addressof=ctypes.addressof,
         raise_error=raise_error,

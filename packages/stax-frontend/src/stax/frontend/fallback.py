@@ -183,7 +183,8 @@ def _conform(t: torch.Tensor, out, bufs, fresh: bool = False) -> torch.Tensor:
     """Make `t` own its memory and have the promised strides (size-1 dims free).
     `fresh`: the op never returns (a view of) an input: skip the aliasing check."""
     sizes, strides = out
-    ok = tuple(t.shape) == tuple(sizes) and all(n == 1 or a == b for n, a, b in zip(sizes, t.stride(), strides))
+    ok = (t.stride() == strides and t.shape == sizes) or (  # (exact: the common case, one comparison each)
+        tuple(t.shape) == tuple(sizes) and all(n == 1 or a == b for n, a, b in zip(sizes, t.stride(), strides)))
     if ok and (fresh or not _shares_storage(t, bufs)):
         return t
     r = torch.empty_strided(sizes, strides, dtype=t.dtype, device=t.device)
@@ -238,12 +239,14 @@ class _CallPlan:
 def aten_kernel(kernel: str, fresh: bool = False) -> Callable:
     """The callable of one ATen op for stax's wrappers; `fresh`: its results never alias inputs."""
     op = _resolve(kernel)
+    op = getattr(op, "_op", op)  # the C++ operator: skips OpOverload.__call__'s Python frame
     plans: dict[tuple, _CallPlan] = {}
 
     def call(*bufs, args=(), kwargs=(), views=(), out=False):
         key = (id(args), id(kwargs), id(views), id(out))
         plan = plans.get(key)
-        if plan is None or any(a is not b for a, b in zip(plan.key, (args, kwargs, views, out))):
+        if plan is None or not (plan.key[0] is args and plan.key[1] is kwargs and plan.key[2] is views
+                                and plan.key[3] is out):
             plan = plans[key] = _CallPlan(bufs, args, kwargs, views, out)
         tensors = plan.tensors(bufs)
         result = op(*plan.args(tensors), **{k: f(tensors) for k, f in plan.kwargs})
