@@ -198,3 +198,26 @@ def test_cpu_allocator_reuse_views_share_memory():
     w = alloc.as_strided(buf, (2, 10), (10, 1), dt.int32)  # reinterpreted bytes
     assert w.dtype == torch.int32 and w.data_ptr() == buf.data_ptr()
     assert torch.equal(w.view(torch.float32), buf[:20].reshape(2, 10))
+
+
+def test_cpu_extern_results_take_the_exact_match_fast_path():
+    """LayoutFixer with the torch allocator: an extern result with the promised layout is returned
+    as is (matches, one call); another layout goes to the copy; other sizes are an error."""
+    from stax.cpu.runtime import LayoutFixer
+    from stax.frontend.runtime import TorchAllocator
+    from stax.ir import dtypes as dt
+
+    class CopyWanted(Exception):
+        pass
+
+    def build_copy():
+        raise CopyWanted
+
+    fix = LayoutFixer(TorchAllocator(), build_copy)
+    t = torch.randn(3, 4)
+    assert fix(t, (3, 4), (4, 1), dt.float32, "buf0", "aten.mm.default") is t
+    assert fix(torch.randn(3, 1), (3, 1), (1, 9), dt.float32, "buf0", "aten.mm.default") is not None  # size-1 stride free
+    with pytest.raises(CopyWanted):
+        fix(t.t().contiguous().t(), (3, 4), (4, 1), dt.float32, "buf0", "aten.mm.default")
+    with pytest.raises(RuntimeError, match="returned sizes"):
+        fix(t, (4, 3), (3, 1), dt.float32, "buf0", "aten.mm.default")
