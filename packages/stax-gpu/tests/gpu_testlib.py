@@ -231,3 +231,28 @@ def kernel_src(module, name: str) -> str:
 
 
 __all__ = [n for n in dir() if not n.startswith("_")] + ["var"]
+
+
+def async_flag(module):
+    """A module's error flag, read asynchronously as on cuda: on CPU (where every call reads it
+    at its end) the end-of-call read is switched off, so a test can look at the output first."""
+    from stax.gpu.compile import generated_module
+
+    flag = generated_module(module).ERRORS
+    if not ON_CUDA:
+        flag.end = lambda: None
+    return flag
+
+
+def assert_raised_later(module, flag, next_inputs, match: str, exc=IndexError) -> None:
+    """What a call flagged is raised later: on cuda by the next call (once the GPU caught up),
+    on CPU by `check()`."""
+    import pytest
+
+    if ON_CUDA:
+        torch.cuda.synchronize()
+        with pytest.raises(exc, match=match + ".*earlier call"):
+            module.call(list(next_inputs))
+    else:
+        with pytest.raises(exc, match=match):
+            flag.check()
