@@ -42,6 +42,7 @@ def _input_checker(allocator):
 
     return check_input
 
+
 def _reads(graph, kernel) -> set:
     out = set()
     for name in kernel.nodes:
