@@ -221,3 +221,18 @@ def test_cpu_extern_results_take_the_exact_match_fast_path():
         fix(t.t().contiguous().t(), (3, 4), (4, 1), dt.float32, "buf0", "aten.mm.default")
     with pytest.raises(RuntimeError, match="returned sizes"):
         fix(t, (4, 3), (3, 1), dt.float32, "buf0", "aten.mm.default")
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_reinterpret_offsets_count_from_the_tensors_start(fast, monkeypatch):
+    """fallback.reinterpret (extern views, buffer reuse): torch's C++ path and the as_strided
+    fallback agree, the offset counted from the tensor's own start, not its storage's."""
+    from stax.frontend import fallback
+
+    if not fast:
+        monkeypatch.setattr(fallback, "_REINTERPRET", None)
+    base = torch.arange(20.0)
+    sub = base[4:]
+    v = fallback.reinterpret(sub, (2, 3), (1, 2), 3)
+    assert v.storage_offset() == 7 and v.stride() == (1, 2)
+    assert torch.equal(v, torch.tensor([[7.0, 9.0, 11.0], [8.0, 10.0, 12.0]]))

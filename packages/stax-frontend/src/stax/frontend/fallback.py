@@ -171,6 +171,17 @@ def lower_fallback(ctx, node, args, kwargs):
 
 # ---- run time -----------------------------------------------------------------
 
+_REINTERPRET = getattr(getattr(getattr(torch._C, "_dynamo", None), "guards", None), "_reinterpret_tensor", None)
+
+
+def reinterpret(t: torch.Tensor, sizes, strides, offset: int = 0) -> torch.Tensor:
+    """A view of `t`'s storage with these sizes and strides, `offset` elements past `t`'s own
+    start: torch's C++ path (what Inductor's wrappers call, ~0.7 us) where it exists, else as_strided (~1.3 us)."""
+    if _REINTERPRET is not None:
+        return _REINTERPRET(t, sizes, strides, offset)
+    return torch.as_strided(t, sizes, strides, t.storage_offset() + offset)
+
+
 
 def _shares_storage(t: torch.Tensor, bufs) -> bool:
     if t.numel() == 0:
@@ -232,8 +243,7 @@ class _CallPlan:
         self.kwargs = tuple((k, _template(v)) for k, v in kwargs)
 
     def tensors(self, bufs) -> list:
-        return [bufs[slot] if v is None else torch.as_strided(bufs[slot], v[0], v[1], bufs[slot].storage_offset() + v[2])
-                for slot, v in self.views]
+        return [bufs[slot] if v is None else reinterpret(bufs[slot], v[0], v[1], v[2]) for slot, v in self.views]
 
 
 def aten_kernel(kernel: str, fresh: bool = False) -> Callable:

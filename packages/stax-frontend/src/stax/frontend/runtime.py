@@ -20,7 +20,7 @@ from stax.ir import dtypes as dt
 from stax.ir.interpreter import run_node
 
 from .dtypes import TO_TORCH, to_stax, to_torch
-from .fallback import kernel_table
+from .fallback import kernel_table, reinterpret
 from .graph_lowering import LoweredGraph
 
 log = logging.getLogger("stax.frontend")
@@ -77,13 +77,13 @@ class TorchAllocator:
 
     def as_strided(self, buffer, sizes, strides, dtype: dt.DType):
         """A view of `buffer`'s memory with another layout and dtype (buffer reuse). Same dtype:
-        torch.as_strided (~1 us; the storage route below costs ~5 us, and a small model's wrapper
-        reuses buffers a few times per layer)."""
+        a reinterpreted view (~0.7 us; the storage route below costs ~5 us, and a small model's
+        wrapper reuses buffers a few times per layer)."""
         if not isinstance(buffer, torch.Tensor):
             return self.empty_strided(tuple(int(s) for s in sizes), tuple(int(s) for s in strides), dtype)
         td = _TORCH_OF_NAME[dtype.name]
         if buffer.dtype == td:
-            return torch.as_strided(buffer, sizes, strides, buffer.storage_offset())
+            return reinterpret(buffer, sizes, strides)
         sizes, strides = tuple(int(s) for s in sizes), tuple(int(s) for s in strides)
         storage = buffer.untyped_storage()
         byte_off = buffer.data_ptr() - storage.data_ptr()
