@@ -177,6 +177,28 @@ def test_extern_kernel_result_layout_fixed(transposed, cfg):
         assert_close(o, r, F32, rtol=1e-6)
 
 
+def test_an_extern_that_binds_its_constants_is_called_with_buffers_only(cfg):
+    """An extern callable with `bind(**constants)` is bound once per node at compile time; the
+    wrapper then passes only the buffers (no `**consts_<node>` per call). Results as without."""
+    bound = []
+
+    def mm(a, b, transposed=False):
+        return _mm(a, b, transposed)
+
+    def bind(**constants):
+        bound.append(constants)
+        return lambda a, b: _mm(a, b, **constants)
+
+    mm.bind = bind
+    g = _matmul_graph(True)
+    rng = np.random.default_rng(6)
+    ours, ref, mod = run_both(g, {"a": rng.random((5, 7)) - 0.5, "b": rng.random((7, 3))}, cfg, extern={"test.mm": mm})
+    assert bound == [{"transposed": True}]
+    assert "ext_buf0(a, b)" in mod.source and "consts_buf0" not in mod.source
+    for o, r in zip(ours, ref):
+        assert_close(o, r, F32, rtol=1e-6)
+
+
 def test_memory_plan_reuse_lines(cfg):
     """`buf2 = buf0; del buf0  # reuse`: same-size storage is reused; an output alias keeps its layout."""
     x = contiguous("x", (8, 6))

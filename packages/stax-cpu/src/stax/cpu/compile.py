@@ -127,6 +127,7 @@ def compile_schedule(schedule: Schedule, *, allocator=None, extern_kernels=None,
 
     graph = schedule.graph
     externs: dict[str, str] = {}
+    bound: set[str] = set()  # extern nodes whose callable took its constants once (`fn.bind`)
     ns: dict = {}
     for k in schedule.kernels:
         if k.kind == EXTERN:
@@ -136,8 +137,13 @@ def compile_schedule(schedule: Schedule, *, allocator=None, extern_kernels=None,
             if fn is None:
                 raise KeyError(f"no implementation given for extern kernel {node.kernel!r} (node {node.name})")
             externs[node.name] = f"ext_{node.name}"
-            ns[f"ext_{node.name}"] = fn
-            ns[f"consts_{node.name}"] = dict(node.constants)
+            bind = getattr(fn, "bind", None)
+            if bind is not None:  # the constants bound once: the wrapper passes only the buffers
+                ns[f"ext_{node.name}"] = bind(**dict(node.constants))
+                bound.add(node.name)
+            else:
+                ns[f"ext_{node.name}"] = fn
+                ns[f"consts_{node.name}"] = dict(node.constants)
 
     kernels = generate_kernels(schedule, config, isa, threads)
     workers = resolve_workers(config)
@@ -184,7 +190,7 @@ def compile_schedule(schedule: Schedule, *, allocator=None, extern_kernels=None,
     )
     local = {b for k in kernels for b in k.local}
     wsrc = wrapper_source(schedule, {k.name: k.params for k in kernels}, externs, local,
-                          {k.name: k.kernels for k in kernels if len(k.kernels) > 1})
+                          {k.name: k.kernels for k in kernels if len(k.kernels) > 1}, bound)
     if ns["as_strided"] is None and "as_strided(" in wsrc:
         raise RuntimeError("memory plan reuses a buffer with another layout but the allocator has no as_strided")
     exec(compile(wsrc, f"<stax-cpu wrapper {schedule.content_hash()[:12]}>", "exec"), ns)

@@ -32,11 +32,12 @@ def _dt(layout: Layout) -> str:
 
 
 def wrapper_source(schedule: Schedule, kernel_params: dict, externs: dict, local: set = frozenset(),
-                   regions: dict | None = None) -> str:
+                   regions: dict | None = None, bound: set = frozenset()) -> str:
     """`kernel_params`: function name -> buffer names in argument order; `externs`: node -> ns name;
     `local`: buffers that live inside their kernel (no allocation, no frees); `regions`: function
     name -> the consecutive schedule kernels it runs (one call: the allocations of all of them
-    before it, their releases after it)."""
+    before it, their releases after it); `bound`: extern nodes whose callable already holds its
+    constants (called with the buffers only, not `**consts_<node>`)."""
     g: Graph = schedule.graph
     region_of = {ks[0]: (fn, len(ks)) for fn, ks in (regions or {}).items()}
     inputs = [i.name for i in g.inputs]
@@ -141,8 +142,10 @@ def wrapper_source(schedule: Schedule, kernel_params: dict, externs: dict, local
             assert isinstance(node0, ExternKernel)
             lay = node0.layout
             args = ", ".join(node0.inputs)
+            if node0.name not in bound:
+                args += f"{', ' if args else ''}**consts_{node0.name}"
             L.append(
-                f"    {node0.name} = fix_layout({externs[node0.name]}({args}{', ' if args else ''}**consts_{node0.name}), "
+                f"    {node0.name} = fix_layout({externs[node0.name]}({args}), "
                 f"{_tuple(lay.sizes)}, {_tuple(lay.strides)}, {_dt(lay)}, {node0.name!r}, {node0.kernel!r})"
             )
             if node0.name not in live:

@@ -247,17 +247,14 @@ class _CallPlan:
 
 
 def aten_kernel(kernel: str, fresh: bool = False) -> Callable:
-    """The callable of one ATen op for stax's wrappers; `fresh`: its results never alias inputs."""
+    """The callable of one ATen op for stax's wrappers; `fresh`: its results never alias inputs.
+    `call(*bufs, **constants)`, or `call.bind(**constants)` once per node (what stax.cpu does):
+    then each call passes only the buffers and skips finding the node's plan."""
     op = _resolve(kernel)
     op = getattr(op, "_op", op)  # the C++ operator: skips OpOverload.__call__'s Python frame
     plans: dict[tuple, _CallPlan] = {}
 
-    def call(*bufs, args=(), kwargs=(), views=(), out=False):
-        key = (id(args), id(kwargs), id(views), id(out))
-        plan = plans.get(key)
-        if plan is None or not (plan.key[0] is args and plan.key[1] is kwargs and plan.key[2] is views
-                                and plan.key[3] is out):
-            plan = plans[key] = _CallPlan(bufs, args, kwargs, views, out)
+    def run(plan: _CallPlan, bufs, out):
         tensors = plan.tensors(bufs)
         result = op(*plan.args(tensors), **{k: f(tensors) for k, f in plan.kwargs})
         if out is None:
@@ -266,7 +263,28 @@ def aten_kernel(kernel: str, fresh: bool = False) -> Callable:
             return _carrier(tuple(result), bufs)
         return _conform(result, out, bufs, fresh)
 
+    def call(*bufs, args=(), kwargs=(), views=(), out=False):
+        key = (id(args), id(kwargs), id(views), id(out))
+        plan = plans.get(key)
+        if plan is None or not (plan.key[0] is args and plan.key[1] is kwargs and plan.key[2] is views
+                                and plan.key[3] is out):
+            plan = plans[key] = _CallPlan(bufs, args, kwargs, views, out)
+        return run(plan, bufs, out)
+
+    def bind(args=(), kwargs=(), views=(), out=False) -> Callable:
+        plan = None
+
+        def bound(*bufs):
+            nonlocal plan
+            if plan is None:  # (at the first call: which views are the buffer itself depends on it)
+                plan = _CallPlan(bufs, args, kwargs, views, out)
+            return run(plan, bufs, out)
+
+        bound.__name__ = call.__name__
+        return bound
+
     call.__name__ = kernel.replace(".", "_")
+    call.bind = bind
     return call
 
 
