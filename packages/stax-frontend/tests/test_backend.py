@@ -236,3 +236,20 @@ def test_reinterpret_offsets_count_from_the_tensors_start(fast, monkeypatch):
     v = fallback.reinterpret(sub, (2, 3), (1, 2), 3)
     assert v.storage_offset() == 7 and v.stride() == (1, 2)
     assert torch.equal(v, torch.tensor([[7.0, 9.0, 11.0], [8.0, 10.0, 12.0]]))
+
+
+def test_public_bindings_match_their_aten_ops():
+    """fallback._PUBLIC's torch functions compute what their ATen overloads do, with the same
+    positional and keyword arguments (how stax's wrappers call them)."""
+    from stax.frontend import fallback
+
+    torch.manual_seed(0)
+    args = {
+        "aten.mm.default": ((torch.randn(5, 3), torch.randn(3, 4)), {}),
+        "aten.addmm.default": ((torch.randn(4), torch.randn(5, 3), torch.randn(3, 4)), {"beta": 0.5, "alpha": 2.0}),
+        "aten.bmm.default": ((torch.randn(2, 5, 3), torch.randn(2, 3, 4)), {}),
+        "aten.baddbmm.default": ((torch.randn(2, 5, 4), torch.randn(2, 5, 3), torch.randn(2, 3, 4)), {"beta": 0.5}),
+    }
+    assert set(args) == set(fallback._PUBLIC)
+    for kernel, (a, kw) in args.items():
+        torch.testing.assert_close(fallback._PUBLIC[kernel](*a, **kw), fallback._resolve(kernel)(*a, **kw), rtol=0, atol=0)

@@ -203,6 +203,12 @@ def _conform(t: torch.Tensor, out, bufs, fresh: bool = False) -> torch.Tensor:
     return r
 
 
+# Hot extern ops whose public torch function takes the ATen schema's arguments as they are: it
+# skips the OpOverload path (2 cores: addmm 64x64x192 15.3 vs 16.3 us, bmm 4.6 vs 5.2 us).
+_PUBLIC = {"aten.mm.default": torch.mm, "aten.addmm.default": torch.addmm, "aten.bmm.default": torch.bmm,
+           "aten.baddbmm.default": torch.baddbmm}
+
+
 def _resolve(kernel: str):
     ns, name, overload = kernel.split(".")
     return getattr(getattr(getattr(torch.ops, ns), name), overload)
@@ -250,8 +256,10 @@ def aten_kernel(kernel: str, fresh: bool = False) -> Callable:
     """The callable of one ATen op for stax's wrappers; `fresh`: its results never alias inputs.
     `call(*bufs, **constants)`, or `call.bind(**constants)` once per node (what stax.cpu does):
     then each call passes only the buffers and skips finding the node's plan."""
-    op = _resolve(kernel)
-    op = getattr(op, "_op", op)  # the C++ operator: skips OpOverload.__call__'s Python frame
+    op = _PUBLIC.get(kernel)
+    if op is None:
+        op = _resolve(kernel)
+        op = getattr(op, "_op", op)  # the C++ operator: skips OpOverload.__call__'s Python frame
     plans: dict[tuple, _CallPlan] = {}
 
     def run(plan: _CallPlan, bufs, out):
