@@ -291,8 +291,7 @@ class CompiledGraph:
             if kind == "buffer":
                 result.append(outs[index])
             elif kind == "view_of_output":
-                t = outs[index]
-                result.append(t.as_strided(view[0], view[1], t.storage_offset() + view[2]))
+                result.append(_view(outs[index], view))
             elif kind == "input":
                 t = originals[index]
                 result.append(t if view is None else _view(t, view))
@@ -307,6 +306,7 @@ def _seed(device: torch.device) -> torch.Tensor:
 
 
 def _view(t: torch.Tensor, view) -> torch.Tensor:
+    """A returned output that is a view: torch.as_strided (autograd sees a view), not reinterpret."""
     sizes, strides, offset = view
     return torch.as_strided(t, sizes, strides, t.storage_offset() + offset)
 
