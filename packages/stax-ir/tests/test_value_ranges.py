@@ -11,6 +11,7 @@ from stax.ir.index import FloorDiv, ModularIndexing
 from stax.ir.index_printer import evaluate
 from stax.ir.interpreter import index_grid
 from stax.ir.value_ranges import (
+    _MIRROR,
     ValueRange,
     bound_index,
     bound_value,
@@ -161,11 +162,8 @@ def test_where_refinement_contains_every_value(v, k, shift, cmp, mirrored, sizes
     """where(x OP k, x + shift, x), either operand order: the refined range holds every value."""
     x = cast(v, dt.int64)
     kc = const(k, dt.int64)
-    cond = op(_MIRROR_NAME[cmp], kc, x) if mirrored else op(cmp, x, kc)
+    cond = op(_MIRROR[cmp], kc, x) if mirrored else op(cmp, x, kc)
     w = op("where", cond, op("add", x, const(shift, dt.int64)), x)
     r = bound_value(w, dict(zip((i0, i1), sizes)))
     vals = np.asarray(run_pointwise(w, sizes, {}), dtype=np.int64)
     assert r.lo <= vals.min() and vals.max() <= r.hi, f"{w}: {r} vs [{vals.min()}, {vals.max()}]"
-
-
-_MIRROR_NAME = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}

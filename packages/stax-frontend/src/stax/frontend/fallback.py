@@ -182,7 +182,6 @@ def reinterpret(t: torch.Tensor, sizes, strides, offset: int = 0) -> torch.Tenso
     return torch.as_strided(t, sizes, strides, t.storage_offset() + offset)
 
 
-
 def _shares_storage(t: torch.Tensor, bufs) -> bool:
     if t.numel() == 0:
         return False

@@ -377,7 +377,7 @@ def _node_range(n, ranges: Callable, ib: _IndexBounds) -> ValueRange:
     return _clip_to_dtype(r, n.dtype)
 
 
-def _rebound(root: Value, x: Value, xr: ValueRange, out: dict, ib: _IndexBounds) -> ValueRange:
+def _rebound(root: Value, x: Value, xr: ValueRange, ib: _IndexBounds) -> ValueRange:
     """`root`'s range when `x` (a node under it, or an equal copy) is known to lie in `xr`."""
     local: dict[int, ValueRange] = {}
     hx = hash(x)
@@ -402,7 +402,7 @@ def _where_refined(n: Op, out: dict, ib: _IndexBounds) -> ValueRange:
     for branch, taken in zip((a, b), _HOLDS[name](k)):
         xr = _intersect(out[id(x)], taken)
         if xr is not None:  # (None: that branch is never taken)
-            parts.append(_rebound(branch, x, xr, out, ib))
+            parts.append(_rebound(branch, x, xr, ib))
     if not parts:
         return base
     r = parts[0] if len(parts) == 1 else parts[0].union(parts[1])
