@@ -19,7 +19,7 @@ so a run cut short still leaves its answers.
 A/B variants: `--variants default,hoist_loads=0,split_min_chunk=512` also builds stax under
 each GpuConfig override (fields of stax.gpu.GpuConfig; `+` joins several in one variant,
 e.g. `autotune=0+persistent_reduction_max=2048`; `@name|name` limits a variant to some
-workloads, e.g. `tile_swap=1@transpose+add`), times it interleaved with the others and
+workloads, e.g. `write_order=0@transpose+add`), times it interleaved with the others and
 reports it as `stax[variant]` (own rows in the A/B table, ratios against default stax).
 The frontend path hands a variant to stax.gpu through STAX_GPU_CONFIG while it compiles.
 """

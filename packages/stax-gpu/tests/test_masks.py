@@ -45,15 +45,17 @@ def test_tiled_transpose_constant_masks():
     assert "xmask = tl.full([1, XBLOCK], True, tl.int1)" in src
 
 
-@pytest.mark.parametrize("swap", [False, True])
-def test_tile_swap_walks_y_tiles_on_axis_0(swap):
-    """tile_swap (an A/B knob for transposes) only reorders the grid: same results."""
+@pytest.mark.parametrize("write_order", [True, False])
+@pytest.mark.parametrize("store_major", [False, True])
+def test_tile_store_major_walks_the_stores_axis_on_program_0(write_order, store_major):
+    """a.t() + b into a.t()'s layout: the store runs along the tile's x axis with write_order,
+    along y without it; tile_store_major puts that axis's tiles on program_id(0). Same results."""
     n, c = 50, 70  # ragged against 16x16 tiles
-    g = Graph((inp("a", (c, n)), inp("b", (n, c))),
-              (pw("buf0", (n, c), op("add", load("a", i0 + n * i1, f32), load("b", c * i0 + i1, f32))),), ("buf0",))
-    m = run(g, cfg=config(tile_swap=swap, xblock_cap=16))
+    v = op("add", load("a", i0 + n * i1, f32), load("b", c * i0 + i1, f32))
+    g = Graph((inp("a", (c, n)), inp("b", (n, c))), (pw("buf0", (n, c), v, strides=(1, n)),), ("buf0",))
+    m = run(g, cfg=config(tile_store_major=store_major, write_order=write_order, xblock_cap=16))
     src = kernel_src(m, "triton_poi_fused_0")
-    assert ("yoffset = tl.program_id(0) * YBLOCK" in src) == swap
+    assert ("yoffset = tl.program_id(0) * YBLOCK" in src) == (store_major and not write_order), src
     assert "ymask = yindex < ynumel" in src and "xmask = xindex < xnumel" in src
 
 

@@ -62,6 +62,31 @@ def test_transpose_add_uses_2d_tiles():
     assert plan_kernels(build_schedule(g), config())[0].form == "pointwise2d"
 
 
+@pytest.mark.parametrize("write_order", [True, False])
+def test_permuted_output_is_stored_with_stride_1(write_order):
+    """exp(x.t()) into eager's layout for it (strides (1, n)): with write_order the loops follow
+    the output's memory order, so the load and the store walk one flat index with stride 1; in
+    logical order both would step by n on every lane."""
+    n, m = 24, 40
+    v = op("exp", load("x", i0 + n * i1, f32))  # x is (m, n) contiguous; the output (n, m) is x's layout
+    g = Graph((inp("x", (m, n)),), (pw("buf0", (n, m), v, strides=(1, n)),), ("buf0",))
+    src = kernel_src(run(g, cfg=config(**SMALL, write_order=write_order), tol=dict(rtol=1e-6, atol=1e-7)),
+                     "triton_poi_fused_0")
+    contiguous = "tl.store(out_ptr0 + (x0), tmp1, xmask)" in src and "tl.load(in_ptr0 + (x0)" in src
+    assert contiguous == write_order, src
+
+
+def test_transposed_output_tiles_with_the_store_on_the_inner_axis():
+    """x.t() + y into x.t()'s layout: the store (and x's load) run along the tile's inner axis,
+    y's load along the outer one; the result matches the reference."""
+    n, m = 40, 24
+    v = op("add", load("x", i0 + n * i1, f32), load("y", m * i0 + i1, f32))
+    g = Graph((inp("x", (m, n)), inp("y", (n, m))), (pw("buf0", (n, m), v, strides=(1, n)),), ("buf0",))
+    src = kernel_src(run(g, cfg=config(xblock_cap=16)), "triton_poi_fused_0")
+    assert "tl.store(out_ptr0 + (x1 + 40*y0)" in src and "tl.load(in_ptr0 + (x1 + 40*y0)" in src, src
+    assert "tl.load(in_ptr1 + (24*x1 + y0)" in src, src
+
+
 def test_fused_pointwise_chain_keeps_intermediates_in_registers():
     """buf0 = x*2, buf1 = buf0 + 1, buf2 = exp(buf1): one kernel, only buf2 stored."""
     n = 300

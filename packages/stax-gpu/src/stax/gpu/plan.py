@@ -194,7 +194,8 @@ def _contiguous_dim(expr, new_vars) -> int | None:
     return None
 
 
-def plan_kernel(schedule, k: int, config: GpuConfig) -> KernelPlan:
+def plan_kernel(schedule, k: int, config: GpuConfig, stored: set | None = None) -> KernelPlan:
+    """`stored`: buffers some later use reads from memory (None: all), whose writes order the loops."""
     kernel = schedule.kernels[k]
     graph = schedule.graph
     if kernel.kind == EXTERN:
@@ -227,11 +228,24 @@ def plan_kernel(schedule, k: int, config: GpuConfig) -> KernelPlan:
     form = REDUCTION_FORM if shaped else POINTWISE_FORM
     plan = KernelPlan(k, kernel.name, form, xnumel=n, rnumel=r if shaped else 1)
     dims = [_dims(nd, role, n, r) for nd, role in zip(nodes, roles)]
-    _assign_axes(plan, nodes, roles, dims, config)
+    _assign_axes(plan, nodes, roles, dims, config, stored)
     return plan
 
 
-def _assign_axes(plan: KernelPlan, nodes, roles, dims, config: GpuConfig) -> None:
+def _write_order(X: list, writes: list) -> list[int]:
+    """Positions of the dims X, outer to inner, in the memory order of the first affine write:
+    a pointwise kernel whose output is laid out otherwise than its logical dims (eager's
+    strides for x.t().exp() are (1, n)) walks that output with stride 1 (a logical order
+    would store, and here also load, with stride n on every lane). Ties keep logical order."""
+    for w in writes:
+        w = sympy.expand(w)
+        co = [w.coeff(x) for x in X]
+        if all(c.is_Integer for c in co) and not (w - sum(c * x for c, x in zip(co, X))).free_symbols & set(X):
+            return sorted(range(len(X)), key=lambda j: -int(co[j]))
+    return list(range(len(X)))
+
+
+def _assign_axes(plan: KernelPlan, nodes, roles, dims, config: GpuConfig, stored: set | None = None) -> None:
     table = _AxisTable()
     sig = {(tuple(s for _, s in xd if s != 1), tuple(s for _, s in rd if s != 1)) for xd, rd, _ in dims}
     xsigs = {a for a, _ in sig}
@@ -251,6 +265,11 @@ def _assign_axes(plan: KernelPlan, nodes, roles, dims, config: GpuConfig) -> Non
             all_exprs += [e.xreplace(ren) for e in node_index_exprs(nd)]
         xsizes = list(next(iter(xsigs)))
         rsizes = list(next(iter(rsigs), ()))
+        if plan.form == POINTWISE_FORM and config.write_order and len(X) > 1:
+            writes = [node_index_exprs(nd)[-1].xreplace(ren) for nd, ren in zip(nodes, renames)
+                      if stored is None or nd.name in stored]
+            order = _write_order(X, writes)
+            X, xsizes = [X[j] for j in order], [xsizes[j] for j in order]
         xs, xre, exprs, xvars = _coalesce(list(zip(X, xsizes)), all_exprs, "c") if X else ([], {}, all_exprs, [])
         rs, rre, exprs, rvars = _coalesce(list(zip(R, rsizes)), exprs, "d") if R else ([], {}, exprs, [])
         split = _tile_split(plan, xvars, exprs, xs, config)
@@ -363,26 +382,28 @@ def _is_outer(plan: KernelPlan) -> bool:
     return votes_x > votes_r
 
 
+def _read_elsewhere(schedule) -> set:
+    """Buffers the caller or a kernel other than their producer's reads (those are stored)."""
+    home = {name: k for k, kernel in enumerate(schedule.kernels) for name in kernel.nodes}
+    out = set(schedule.graph.outputs)
+    for k, kernel in enumerate(schedule.kernels):
+        for name in kernel.nodes:
+            nd = schedule.graph.node(name)
+            reads = nd.inputs if isinstance(nd, ExternKernel) else {
+                ld.buffer for ld in walk(nd.body.value) if isinstance(ld, Load)}
+            out.update(b for b in reads if home.get(b, k) != k)
+    return out
+
+
 def plan_kernels(schedule, config: GpuConfig) -> list[KernelPlan]:
     """Plan every kernel, then decide which buffers each kernel must store."""
-    plans = [plan_kernel(schedule, k, config) for k in range(len(schedule.kernels))]
-    readers: dict[str, set[int]] = {}
-    for plan in plans:
-        if plan.form == EXTERN_FORM:
-            for b in plan.extern.inputs:
-                readers.setdefault(b, set()).add(plan.index)
-            continue
-        for p in plan.nodes:
-            for b in p.reads:
-                readers.setdefault(b, set()).add(plan.index)
-    outputs = set(schedule.graph.outputs)
+    stored = _read_elsewhere(schedule)
+    plans = [plan_kernel(schedule, k, config, stored) for k in range(len(schedule.kernels))]
     for plan in plans:
         if plan.form == EXTERN_FORM:
             continue
         own = {p.node.name for p in plan.nodes}
-        plan.stores = tuple(
-            p.node.name for p in plan.nodes if p.node.name in outputs or readers.get(p.node.name, set()) - {plan.index}
-        )
+        plan.stores = tuple(p.node.name for p in plan.nodes if p.node.name in stored)
         loads = []
         for p in plan.nodes:
             for ld in walk(p.node.body.value):
