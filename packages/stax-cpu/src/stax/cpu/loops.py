@@ -123,6 +123,26 @@ def _mergeable(exprs, a, b, size_b) -> bool:
     return True
 
 
+def _in_write_order(dims: list, write: sympy.Expr, loads: list) -> list:
+    """A pointwise node's dims, outer to inner, in the memory order of its output when every load
+    agrees with it: eager gives x.t().exp() x.t()'s strides (1, n), and in logical order its load
+    and store would both step by n (a 2-D tiled nest); in write order they are one contiguous loop.
+    A load contiguous along another dim (a real transpose) keeps the logical order: the tiled form
+    is tuned for it (tiles.py). Ties and non-affine indices keep the logical order too."""
+    syms = [v for v, _, _ in dims]
+    co = linear_coeffs(write, syms) if len(syms) > 1 else None
+    if co is None:
+        return dims
+    inner = min(syms, key=lambda v: (abs(co.get(v, 0)) != 1, syms.index(v)))
+    if inner == syms[-1] or abs(co.get(inner, 0)) != 1:
+        return dims
+    for e in loads:  # contiguous along `inner`, or the same for all of it (a broadcast)
+        c = linear_coeffs(e, syms)
+        if c is None or c.get(inner, 0) not in (0, 1):
+            return dims
+    return sorted(dims, key=lambda d: -abs(co.get(d[0], 0)))
+
+
 def node_loops(node: ComputedBuffer, protect: int = 0, merge: bool = True) -> NodeLoops:
     body = node.body
     psizes = [as_int(s) for s in body.ranges]
@@ -136,6 +156,9 @@ def node_loops(node: ComputedBuffer, protect: int = 0, merge: bool = True) -> No
         dims += [(v, s, True) for v, s in zip(reduction_vars(len(rsizes)), rsizes)]
     zero = {v: sympy.Integer(0) for v, s, _ in dims if s == 1}
     dims = [d for d in dims if d[1] != 1]
+    if protect == 0 and not isinstance(body, Reduction | Scan):
+        loads = [n.index.xreplace(zero) for n in walk(body.value) if isinstance(n, Load) and not n.indirect]
+        dims = _in_write_order(dims, node.write_index().xreplace(zero), loads)
     rewrites = [zero] if zero else []
     exprs = [e.xreplace(zero) for e in body_indices(node)]
     if merge:
