@@ -162,8 +162,8 @@ def test_outputs_saved_for_backward_keep_their_instance_busy(xw):
 def test_new_addresses_run_plainly_and_keys_are_bounded(xw):
     _, w = xw
     g = GraphedCall(two_outputs, "t", backend=HostGraphs(), keys=2)
-    for _ in range(4):
-        x = torch.randn(4, 8)
+    fresh = [torch.randn(4, 8) for _ in range(4)]  # all alive: four distinct addresses
+    for x in fresh:
         assert same(g([x, w]), reference(x, w))
     assert g.stats == {"plain": 4, "captures": 0, "replays": 0}
     g = GraphedCall(two_outputs, "t", backend=HostGraphs(), keys=2)
