@@ -5,6 +5,7 @@ on the H200 the same code runs with CUDA events."""
 import json
 import os
 
+import pytest
 from gpu_testlib import config, f32, i0, inp, r0, red, run
 from stax.gpu.autotune import AutotuneCache, BenchmarkAutotuner, FirstChoice, autotune_key, default_autotuner
 from stax.gpu.heuristics import candidates
@@ -140,6 +141,24 @@ def test_rounds_interleave_candidates_and_take_medians(tmp_path):
     assert order == ["c0", "c1", "c2", "c1", "c2", "c0", "c2", "c0", "c1"]
     assert best.key() == "c1"  # fastest by median though it ran first in round 2
     assert AutotuneCache(str(tmp_path)).get("k" * 16)["choice"] == "c1"
+
+
+@pytest.mark.parametrize("gain,chosen", [(0.003, "c0"), (0.02, "c1")])
+def test_margin_keeps_the_first_candidate_on_a_near_tie(tmp_path, gain, chosen):
+    """margin=0.005: a candidate 0.3 % faster than the heuristic's first does not replace it
+    (below the tuner's resolution); one 2 % faster does."""
+    from types import SimpleNamespace
+
+    cands = [SimpleNamespace(key=lambda k=k: f"c{k}") for k in range(3)]
+    base = {"c0": 1.0, "c1": 1.0 - gain, "c2": 1.1}
+    order = []
+
+    def timer(fn):
+        fn()
+        return base[order[-1]]
+
+    tuner = BenchmarkAutotuner(AutotuneCache(str(tmp_path)), timer, rounds=3, margin=0.005)
+    assert tuner.select("m" * 16, cands, lambda c: order.append(c.key())).key() == chosen
 
 
 def test_launch_bound_kernels_are_not_raced():

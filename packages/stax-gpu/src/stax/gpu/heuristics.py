@@ -15,9 +15,11 @@ from .config import GpuConfig
 from .kernels import LOOPED, PERSISTENT, TILED, KernelSource, next_pow2
 from .plan import KernelPlan
 
-# (YBLOCK, XBLOCK, num_warps) of 2-D tiles, raced in this order up to max_autotune_configs:
-# H200 chose 64x64x4 (transpose+add 0.195 ms, Inductor 0.1875 with its default 32x32 tiles)
-TILES = [(64, 64, 4), (32, 32, 4), (64, 64, 8), (32, 128, 4), (128, 32, 4), (64, 128, 8)]
+# (YBLOCK, XBLOCK, num_warps) of 2-D tiles, raced in this order up to max_autotune_configs (the
+# first is kept unless another wins by the tuner's margin): on the H200, transpose+add, 64x64 with
+# 8 warps (Inductor's choice too) was 0.15-0.17 % faster than with 4 in three interleaved probes
+# (benchmarks/gpu/transpose_probe.py); every other tile was as fast or slower (gpu-h200-noise.md).
+TILES = [(64, 64, 8), (64, 64, 4), (32, 32, 4), (32, 128, 4), (128, 32, 4), (64, 128, 8)]
 
 
 @dataclass(frozen=True)

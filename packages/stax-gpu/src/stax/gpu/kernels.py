@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import sympy
-
 from stax.ir import Load, Reduction, Scan, reduction_def, walk
 
 from .config import GpuConfig
