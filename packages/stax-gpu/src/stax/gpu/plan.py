@@ -241,7 +241,7 @@ def _write_order(X: list, writes: list) -> list[int]:
         w = sympy.expand(w)
         co = [w.coeff(x) for x in X]
         if all(c.is_Integer for c in co) and not (w - sum(c * x for c, x in zip(co, X))).free_symbols & set(X):
-            return sorted(range(len(X)), key=lambda j: -int(co[j]))
+            return sorted(range(len(X)), key=lambda j: -abs(int(co[j])))
     return list(range(len(X)))
 
 
