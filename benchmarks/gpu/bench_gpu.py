@@ -176,6 +176,39 @@ def report(out: str | None, stem: str, text: str, data: dict | None = None) -> N
             json.dump(data, f, indent=1)
 
 
+def probe_table(title: str, impls: dict, rounds: int, iters: int, nbytes: int, out: str | None, stem: str,
+                regs: dict | None = None, errors: dict | None = None, width: int = 28) -> dict:
+    """A probe's interleaved timing of `impls` (one of them 'inductor') after a warm-up: a table
+    of medians, ratios against Inductor and % of the copy bandwidth for `nbytes` moved per call,
+    printed and written by `report` as <stem>.txt / .json. Returns the medians (ms)."""
+    regs, errors = regs or {}, errors or {}
+    for f in impls.values():
+        for _ in range(3):
+            f()
+    sync()
+    med, samples = interleaved(impls, rounds, iters)
+    ideal_ms = nbytes / copy_bandwidth() * 1e3 if not DRY else None
+    lines = [f"{title}, {rounds} interleaved rounds x {iters} launches, medians"
+             + (f"; copy-bandwidth time of these bytes {ideal_ms * 1e3:.1f} us" if ideal_ms else ""), ""]
+    for n in sorted(impls, key=med.get):
+        pct = f"{ideal_ms / med[n] * 100:6.1f} % copy" if ideal_ms else ""
+        rs = f"  regs/spills {regs[n]}" if n in regs else ""
+        lines.append(f"{n:{width}s} {med[n] * 1e3:9.2f} us  x{med['inductor'] / med[n]:.4f} vs inductor  {pct}{rs}")
+    for n, e in errors.items():
+        lines.append(f"{n:{width}s} FAILED {e}")
+    report(out, stem, "\n".join(lines), {"medians_ms": med, "samples_ms": samples, "errors": errors})
+    return med
+
+
+def dump_files(path: str, root: str, pattern: str) -> None:
+    """Concatenate every file under `root` matching `pattern` into `path` (autotune choices)."""
+    import glob
+
+    with open(path, "w") as f:
+        for p in glob.glob(os.path.join(root, "**", pattern), recursive=True):
+            f.write(p + "\n" + open(p).read() + "\n")
+
+
 def host_us(fn, calls: int = 20) -> float:
     """Host time per call while the GPU keeps up (no sync inside): if it is above the
     measured ms, the workload is launch-bound, not kernel-bound."""

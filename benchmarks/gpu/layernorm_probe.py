@@ -196,32 +196,12 @@ def main() -> int:
         _, codes = run_and_get_code(ind, x, w, b)
         with open(os.path.join(a.out, "layernorm_inductor_code.py"), "w") as f:
             f.write("\n\n".join(codes))
-        import glob
-
-        with open(os.path.join(a.out, "layernorm_stax_autotune.txt"), "w") as f:
-            for p in glob.glob(os.path.join(os.environ["STAX_CACHE_DIR"], "**", "*.json"), recursive=True):
-                f.write(p + "\n" + open(p).read() + "\n")
+        B.dump_files(os.path.join(a.out, "layernorm_stax_autotune.txt"), os.environ["STAX_CACHE_DIR"], "*.json")
     impls["inductor"] = lambda: ind(x, w, b)
     stax_fn = impls["stax"]
     impls["stax"] = lambda: stax_fn(x, w, b)
-    for f in impls.values():
-        for _ in range(3):
-            f()
-    B.sync()
-    names = list(impls)
-    iters = 1 if DRY else a.iters
-    rounds = 2 if DRY else a.rounds
-    med, samples = B.interleaved(impls, rounds, iters)
-    ideal_ms = 2 * N * C * 4 / B.copy_bandwidth() * 1e3 if not DRY else None
-    lines = [f"layernorm {N}x{C} fp32, {rounds} interleaved rounds x {iters} launches, medians"
-             + (f"; copy-bandwidth time {ideal_ms * 1e3:.1f} us" if ideal_ms else ""), ""]
-    for n in sorted(names, key=med.get):
-        pct = f"{ideal_ms / med[n] * 100:6.1f} % copy" if ideal_ms else ""
-        rs = f"  regs/spills {regs[n]}" if n in regs else ""
-        lines.append(f"{n:28s} {med[n] * 1e3:9.2f} us  x{med['inductor'] / med[n]:.4f} vs inductor  {pct}{rs}")
-    for n, e in errors.items():
-        lines.append(f"{n:28s} FAILED {e}")
-    B.report(a.out, "layernorm_probe", "\n".join(lines), {"medians_ms": med, "samples_ms": samples, "errors": errors})
+    B.probe_table(f"layernorm {N}x{C} fp32", impls, 2 if DRY else a.rounds, 1 if DRY else a.iters, 2 * N * C * 4,
+                  a.out, "layernorm_probe", regs, errors)
     return 0
 
 

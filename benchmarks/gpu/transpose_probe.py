@@ -172,13 +172,8 @@ def permuted_output(x, rounds: int, iters: int, out: str | None) -> None:
     for name, f in impls.items():
         got = f()
         assert got.stride() == ref.stride() and torch.allclose(got, ref, rtol=1e-5, atol=1e-6), name
-    med, samples = B.interleaved(impls, rounds, iters)
-    ideal_ms = 2 * N * C * 4 / B.copy_bandwidth() * 1e3 if not DRY else None
-    lines = [f"exp(x.t()) {C}x{N} fp32 into x.t()'s strides, {rounds} rounds x {iters} launches, medians", ""]
-    for n in sorted(impls, key=med.get):
-        pct = f"{ideal_ms / med[n] * 100:6.1f} % copy" if ideal_ms else ""
-        lines.append(f"{n:24s} {med[n] * 1e3:9.2f} us  x{med['inductor'] / med[n]:.4f} vs inductor  {pct}")
-    B.report(out, "permuted_output", "\n".join(lines), {"medians_ms": med, "samples_ms": samples})
+    B.probe_table(f"exp(x.t()) {C}x{N} fp32 into x.t()'s strides", impls, rounds, iters, 2 * N * C * 4, out,
+                  "permuted_output", width=24)
 
 
 def main() -> int:
@@ -226,39 +221,18 @@ def main() -> int:
         fn = B.stax_frontend(transpose_add, [x, y], variant=variant)
         impls[f"stax[{variant}]"] = lambda fn=fn: fn(x, y)
     if a.out and not DRY:  # what Inductor generated and chose, and what stax's autotuner chose
-        import glob
-
         from torch._inductor.utils import run_and_get_code
 
         os.makedirs(a.out, exist_ok=True)
         _, codes = run_and_get_code(torch.compile(B.fresh_copy(transpose_add, "inductor_code")), x, y)
         with open(os.path.join(a.out, "transpose_inductor_code.py"), "w") as f:
             f.write("\n\n".join(codes))
-        with open(os.path.join(a.out, "transpose_inductor_autotune.txt"), "w") as f:
-            for p in glob.glob(os.path.join(os.environ["TORCHINDUCTOR_CACHE_DIR"], "**", "*.best_config"),
-                               recursive=True):
-                f.write(p + "\n" + open(p).read() + "\n")
-        with open(os.path.join(a.out, "transpose_stax_autotune.txt"), "w") as f:
-            for p in glob.glob(os.path.join(os.environ["STAX_CACHE_DIR"], "**", "*.json"), recursive=True):
-                f.write(p + "\n" + open(p).read() + "\n")
+        B.dump_files(os.path.join(a.out, "transpose_inductor_autotune.txt"), os.environ["TORCHINDUCTOR_CACHE_DIR"],
+                     "*.best_config")
+        B.dump_files(os.path.join(a.out, "transpose_stax_autotune.txt"), os.environ["STAX_CACHE_DIR"], "*.json")
     impls["inductor"] = lambda: ind(x, y)
-    for f in impls.values():
-        for _ in range(3):
-            f()
-    B.sync()
-    iters = 1 if DRY else a.iters
-    rounds = 2 if DRY else a.rounds
-    med, samples = B.interleaved(impls, rounds, iters)
-    ideal_ms = 2 * N * C * 4 / B.copy_bandwidth() * 1e3 if not DRY else None  # a copy of one tensor
-    lines = [f"transpose+add {N}x{C} fp32, {rounds} interleaved rounds x {iters} launches, medians"
-             + (f"; copy-bandwidth time of these bytes {1.5 * ideal_ms * 1e3:.1f} us" if ideal_ms else ""), ""]
-    for n in sorted(impls, key=med.get):
-        pct = f"{1.5 * ideal_ms / med[n] * 100:6.1f} % copy" if ideal_ms else ""
-        rs = f"  regs/spills {regs[n]}" if n in regs else ""
-        lines.append(f"{n:40s} {med[n] * 1e3:9.2f} us  x{med['inductor'] / med[n]:.4f} vs inductor  {pct}{rs}")
-    for n, e in errors.items():
-        lines.append(f"{n:40s} FAILED {e}")
-    B.report(a.out, "transpose_probe", "\n".join(lines), {"medians_ms": med, "samples_ms": samples, "errors": errors})
+    B.probe_table(f"transpose+add {N}x{C} fp32", impls, 2 if DRY else a.rounds, 1 if DRY else a.iters,
+                  3 * N * C * 4, a.out, "transpose_probe", regs, errors, width=40)
     return 0
 
 
