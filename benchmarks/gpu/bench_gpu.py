@@ -176,6 +176,17 @@ def report(out: str | None, stem: str, text: str, data: dict | None = None) -> N
             json.dump(data, f, indent=1)
 
 
+def probe_parser(doc: str) -> argparse.ArgumentParser:
+    """The options every kernel probe takes (rounds, launches per sample, output dir, --only, --dry-run)."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--only", default="", help="comma-separated name prefixes of the variants to time")
+    ap.add_argument("--dry-run", action="store_true")
+    return ap
+
+
 def probe_table(title: str, impls: dict, rounds: int, iters: int, nbytes: int, out: str | None, stem: str,
                 regs: dict | None = None, errors: dict | None = None, width: int = 28) -> dict:
     """A probe's interleaved timing of `impls` (one of them 'inductor') after a warm-up: a table

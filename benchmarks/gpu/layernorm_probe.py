@@ -21,7 +21,6 @@ stax's and Inductor's compiled functions:
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
@@ -156,12 +155,7 @@ def variants(num_sms: int) -> dict:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=15)
-    ap.add_argument("--iters", type=int, default=20)
-    ap.add_argument("--out", default=None)
-    ap.add_argument("--only", default="", help="comma-separated name prefixes of the variants to time")
-    ap.add_argument("--dry-run", action="store_true")
+    ap = B.probe_parser(__doc__)
     a = ap.parse_args()
     dev = "cpu" if DRY else "cuda"
     g = torch.Generator(device="cpu").manual_seed(0)

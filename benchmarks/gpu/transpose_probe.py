@@ -18,7 +18,6 @@ buffer, interleaved with stax's and Inductor's compiled functions:
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
@@ -177,14 +176,9 @@ def permuted_output(x, rounds: int, iters: int, out: str | None) -> None:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=15)
-    ap.add_argument("--iters", type=int, default=20)
-    ap.add_argument("--out", default=None)
-    ap.add_argument("--only", default="", help="comma-separated name prefixes of the variants to time")
+    ap = B.probe_parser(__doc__)
     ap.add_argument("--stax-variants", default="", help="comma-separated GpuConfig overrides ('a=1+b=2')")
     ap.add_argument("--permuted", action="store_true", help="time exp(x.t()) (write_order) instead")
-    ap.add_argument("--dry-run", action="store_true")
     a = ap.parse_args()
     dev = "cpu" if DRY else "cuda"
     g = torch.Generator(device="cpu").manual_seed(0)
