@@ -72,6 +72,18 @@ def test_input_guard_names_input_expected_and_actual(cfg):
         mod.call([good])
 
 
+def test_call_unchecked_is_call_without_the_input_checks(cfg):
+    """The module's second entry (for a caller that checked its inputs): the same results,
+    and no layout check (a strided input is read as if contiguous, which is why it is unchecked)."""
+    mod = compile_schedule(make_schedule(_binary("add", F32, 12)), config=cfg)
+    a, b = np.arange(12, dtype=np.float32), np.ones(12, np.float32)
+    np.testing.assert_array_equal(mod.call_unchecked([a, b])[0], mod.call([a, b])[0])
+    args = [a, np.zeros(24, np.float32)[::2]]
+    with pytest.raises(InputLayoutError):
+        mod.call(list(args))
+    assert mod.call_unchecked(list(args))[0].shape == (12,)  # no InputLayoutError
+
+
 def test_missing_extern_kernel_implementation(cfg):
     a = contiguous("a", (2, 2))
     g = ir.Graph([a], [ir.ExternKernel("buf0", a.layout, "aten.foo", ("a",))], ["buf0"])

@@ -253,3 +253,24 @@ def test_public_bindings_match_their_aten_ops():
     assert set(args) == set(fallback._PUBLIC)
     for kernel, (a, kw) in args.items():
         torch.testing.assert_close(fallback._PUBLIC[kernel](*a, **kw), fallback._resolve(kernel)(*a, **kw), rtol=0, atol=0)
+
+
+def test_inputs_are_checked_once_per_call(monkeypatch):
+    """The frontend checks (or re-strides) every input itself and then calls the stax.cpu module's
+    unchecked entry: the module's own per-input check (TorchAllocator.matches) does not run again."""
+    from stax.frontend.runtime import TorchAllocator
+
+    seen = []
+    real = TorchAllocator.matches
+    monkeypatch.setattr(TorchAllocator, "matches", lambda self, *a: seen.append(1) or real(self, *a))
+
+    def f(x, y):
+        return (x * y + 1).relu()
+
+    x, y = torch.randn(8, 16), torch.randn(8, 16)
+    g = torch.compile(f, backend="stax")
+    g(x, y)
+    seen.clear()
+    for _ in range(3):
+        torch.testing.assert_close(g(x, y), f(x, y))
+    assert seen == []

@@ -199,4 +199,5 @@ def compile_schedule(schedule: Schedule, *, allocator=None, extern_kernels=None,
         f"# ---- Python wrapper ----\n{wsrc}"
     )
     log.info("compiled %d kernel(s) in %.3f s", sum(len(k.kernels) or 1 for k in kernels), time.perf_counter() - t0)
-    return CompiledModule(source, ns["call"], "cpu", tuple(n for k in kernels for n in (k.kernels or (k.name,))))
+    return CompiledModule(source, ns["call"], "cpu", tuple(n for k in kernels for n in (k.kernels or (k.name,))),
+                          ns["call_unchecked"])

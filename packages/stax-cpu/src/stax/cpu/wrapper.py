@@ -63,6 +63,12 @@ def wrapper_source(schedule: Schedule, kernel_params: dict, externs: dict, local
     for inp in g.inputs:
         lay = inp.layout
         L.append(f"    check_input({inp.name}, {_tuple(lay.sizes)}, {_tuple(lay.strides)}, {_dt(lay)}, {inp.name!r})")
+    L.append("    return call_unchecked(args)")
+    L.append("")
+    L.append("")
+    L.append("def call_unchecked(args):")
+    if inputs:
+        L.append(f"    {', '.join(inputs)}{',' if len(inputs) == 1 else ''} = args")
     L.append("    args.clear()")
     L.append("    err = new_err()")
     L.append("    errp = addressof(err)")

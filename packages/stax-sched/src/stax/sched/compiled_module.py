@@ -14,12 +14,15 @@ from dataclasses import dataclass, field
 @dataclass(frozen=True)
 class CompiledModule:
     """`call(args)` takes a list of input buffers (it clears the list to free inputs
-    early, Listing 8.1) and returns a tuple of output buffers."""
+    early, Listing 8.1) and returns a tuple of output buffers. `call_unchecked`, when
+    a code generator provides it, is `call` without the per-input layout checks, for a
+    caller that has checked the inputs itself (the frontend does, on every call)."""
 
     source: str
     call: Callable = field(compare=False, repr=False)
     device: str = "cpu"
     kernel_names: tuple = ()
+    call_unchecked: Callable | None = field(default=None, compare=False, repr=False)
 
     def __call__(self, args: list):
         return self.call(args)

@@ -83,8 +83,10 @@ def _region_block(source: str, region: str, name: str) -> str | None:
 
 
 def wrapper_source(source: str) -> str | None:
-    """The Python wrapper `call(args)` that allocates, launches and frees (Listing 8.1)."""
-    return _py_function(source, "call")
+    """The Python wrapper `call(args)` that allocates, launches and frees (Listing 8.1); stax.cpu's
+    checks the inputs and runs the rest in `call_unchecked(args)`, which comes with it."""
+    found = [f for f in (_py_function(source, "call"), _py_function(source, "call_unchecked")) if f]
+    return "\n\n\n".join(dict.fromkeys(found)) or None
 
 
 def wrapper_lines(wrapper: str | None, name: str) -> list[str]:
