@@ -56,6 +56,8 @@ class GpuConfig:
     write_order: a pointwise kernel's loops follow the memory order of what it stores, not
         the logical order of its dims (a permuted output, eager's strides for x.t().exp(),
         is then stored with stride 1; plan._write_order).
+    operand_order: emit an op's operands left to right, so loads are issued in the order the
+        program reads them (Inductor's order; False: right to left, the former order).
     tile_store_major: 2-D tiles walk, on program_id(0), the tile axis their store is contiguous
         along, so neighbouring programs write adjacent tiles (kernels._stores_along_y; False:
         x tiles always). H200 A/B on transpose+add: +2.7 % and +3 % with the output stored
@@ -118,6 +120,7 @@ class GpuConfig:
     hoist_loads: bool = True
     tile_2d: bool = True
     write_order: bool = True
+    operand_order: bool = False
     max_autotune_configs: int = 4
     autotune_min_elements: int = 1 << 20
     eviction_hints: bool = True

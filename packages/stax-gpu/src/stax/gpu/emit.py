@@ -152,6 +152,8 @@ class Emitter:
             if not ready:
                 stack.append((n, True))
                 kids = n.args if isinstance(n, Op) else n.children()
+                if self.config.operand_order:  # the stack pops the last pushed: push right to left
+                    kids = list(reversed(kids))
                 stack.extend((c, False) for c in kids if id(c) not in memo)
                 continue
             memo[id(n)] = self._node(n, p, memo)
