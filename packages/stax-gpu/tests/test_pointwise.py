@@ -87,6 +87,17 @@ def test_transposed_output_tiles_with_the_store_on_the_inner_axis():
     assert "tl.load(in_ptr1 + (24*x1 + y0)" in src, src
 
 
+@pytest.mark.parametrize("operand_order", [True, False])
+def test_loads_issue_in_operand_order(operand_order):
+    """x.t() + y: with operand_order the kernel loads x (the first operand) before y, as the
+    program reads them; the former emitter issued the last operand's load first."""
+    n, m = 40, 24
+    v = op("add", load("x", i0 + n * i1, f32), load("y", m * i0 + i1, f32))
+    g = Graph((inp("x", (m, n)), inp("y", (n, m))), (pw("buf0", (n, m), v, strides=(1, n)),), ("buf0",))
+    src = kernel_src(run(g, cfg=config(xblock_cap=16, operand_order=operand_order)), "triton_poi_fused_0")
+    assert (src.index("tl.load(in_ptr0") < src.index("tl.load(in_ptr1")) == operand_order, src
+
+
 def test_fused_pointwise_chain_keeps_intermediates_in_registers():
     """buf0 = x*2, buf1 = buf0 + 1, buf2 = exp(buf1): one kernel, only buf2 stored."""
     n = 300
