@@ -46,6 +46,17 @@ def test_softmax_is_one_gpu_kernel(tmp_path):
 
 
 @interpret
+def test_permuted_output_is_one_contiguous_gpu_loop(tmp_path):
+    """x.t().exp(): eager's output has x.t()'s strides; the kernel walks that layout in memory
+    order (stax.gpu's write_order), one flat index with stride 1 for its load and its store."""
+    x = torch.randn(24, 40)
+    out = _gpu_run(lambda x: x.t().exp(), x, tmp_path=tmp_path)
+    assert_same(out, x.t().exp())  # values and eager's strides (1, 40)
+    src = _dump(tmp_path, "inference")["source.txt"]
+    assert "tl.load(in_ptr0 + (x0)" in src and "tl.store(out_ptr0 + (x0)" in src, src
+
+
+@interpret
 def test_example_7_2_gpu_one_kernel_exp_inlined(tmp_path):
     """(exp(x).sum(-1), exp(x).amax(-1)) on the GPU: the cost table keeps exp inline (no
     Pointwise buffer), both reductions share one kernel (Listing 7.2)."""
