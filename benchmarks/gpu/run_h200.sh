@@ -20,18 +20,21 @@ PY=${PYTHON:-python3}
 } > "$OUT/gpu_env.txt" 2>&1
 cat "$OUT/gpu_env.txt"
 
-# 1. the stax-gpu test suite on the GPU (same tests as CI's TRITON_INTERPRET run)
+# 1. the stax-gpu tests and the frontend's cuda tests on the GPU (CI runs them under TRITON_INTERPRET)
 EXTRA=""
 $PY -c "import xdist" 2>/dev/null && EXTRA="$EXTRA -n 8"
 $PY -c "import pytest_timeout" 2>/dev/null && EXTRA="$EXTRA --timeout 90"
-STAX_TEST_DEVICE=cuda timeout 150 $PY -m pytest packages/stax-gpu/tests -q -p no:cacheprovider -rfE --tb=short $EXTRA \
+STAX_TEST_DEVICE=cuda timeout 150 $PY -m pytest packages/stax-gpu/tests packages/stax-frontend/tests/test_cuda.py \
+  packages/stax-frontend/tests/test_gpu_routing.py packages/stax-frontend/tests/test_scatter_lowering.py \
+  -o addopts="" -q -p no:cacheprovider -rfE --tb=short $EXTRA \
   --junitxml="$OUT/gpu_tests.xml" > "$OUT/gpu_tests.txt" 2>&1
 echo "pytest exit code: $?" >> "$OUT/gpu_tests.txt"
 tail -n 30 "$OUT/gpu_tests.txt"
 
-# 2. the benchmark: stax vs inductor vs eager, 16384x4096 fp32, interleaved medians
-# STAX_BENCH_VARIANTS (e.g. "static_masks=0,tile_swap=1@transpose+add") adds A/B rows of stax variants
-timeout 420 $PY benchmarks/gpu/bench_gpu.py --out "$OUT" --deadline 380 ${STAX_BENCH_VARIANTS:+--variants "$STAX_BENCH_VARIANTS"} \
+# 2. the benchmark: stax vs inductor vs eager, 16384x4096 fp32, interleaved medians, 21 rounds x 5 allocation
+# states (~165 s); STAX_BENCH_VARIANTS (e.g. "operand_order=0,write_order=0@transpose+add") adds A/B rows
+timeout 420 $PY benchmarks/gpu/bench_gpu.py --out "$OUT" --deadline 380 --rounds 21 --placements 5 \
+  ${STAX_BENCH_VARIANTS:+--variants "$STAX_BENCH_VARIANTS"} \
   > "$OUT/gpu_bench.log" 2>&1
 echo "bench exit code: $?" >> "$OUT/gpu_bench.log"
 tail -n 40 "$OUT/gpu_bench.log"
