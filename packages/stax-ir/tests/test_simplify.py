@@ -1,6 +1,9 @@
 """Range-aware simplification and loop coalescing: exact at every point, and the expected forms."""
 
+import itertools
+
 import numpy as np
+import pytest
 import sympy
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -173,3 +176,18 @@ def test_views_merge_when_their_digits_recombine():
     assert m.sizes == (32,) and m.exprs == (FloorDiv(c0, 2),)
     m = coalesce_loops((4, 8), [8 * i0 + FloorDiv(i1, 2)], (i0, i1))
     assert m.sizes == (4, 8)
+
+
+@pytest.mark.parametrize("perm", list(itertools.permutations(range(3))))
+def test_memory_order_recovers_a_permuted_layout(perm):
+    """A (4, 5, 6) layout whose dims are laid out in the order `perm` (outer to inner): memory_order
+    of its write index gives that order back; an index not affine in the vars gives None."""
+    from stax.ir import memory_order
+
+    sizes, vs = (4, 5, 6), pointwise_vars(3)
+    strides, acc = [0] * 3, 1
+    for k in reversed(perm):
+        strides[k], acc = acc, acc * sizes[k]
+    index = sum(s * v for s, v in zip(strides, vs)) + 7
+    assert memory_order(index, vs) == list(perm)
+    assert memory_order(FloorDiv(vs[0], 2) + vs[1], vs) is None

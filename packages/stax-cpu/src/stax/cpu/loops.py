@@ -16,6 +16,7 @@ import sympy
 from stax.ir import ComputedBuffer, IndexValue, Load, Reduction, walk
 from stax.ir.graph import Scan
 from stax.ir.index import as_int, contiguous_strides, pointwise_vars, reduction_vars, strided_index, var
+from stax.ir.simplify import memory_order
 
 
 def loop_var(k: int) -> sympy.Symbol:
@@ -127,20 +128,18 @@ def _in_write_order(dims: list, write: sympy.Expr, loads: list) -> list:
     """A pointwise node's dims, outer to inner, in the memory order of its output when every load
     agrees with it: eager gives x.t().exp() x.t()'s strides (1, n), and in logical order its load
     and store would both step by n (a 2-D tiled nest); in write order they are one contiguous loop.
-    A load contiguous along another dim (a real transpose) keeps the logical order: the tiled form
-    is tuned for it (tiles.py). Ties and non-affine indices keep the logical order too."""
+    A load strided along the output's inner dim (a real transpose) keeps the logical order: the
+    tiled form is tuned for it (tiles.py). Non-affine indices keep the logical order too."""
     syms = [v for v, _, _ in dims]
-    co = linear_coeffs(write, syms) if len(syms) > 1 else None
-    if co is None:
+    order = memory_order(write, syms) if len(syms) > 1 else None
+    if order is None or order[-1] == len(syms) - 1:
         return dims
-    inner = min(syms, key=lambda v: (abs(co.get(v, 0)) != 1, syms.index(v)))
-    if inner == syms[-1] or abs(co.get(inner, 0)) != 1:
-        return dims
+    inner = syms[order[-1]]
     for e in loads:  # contiguous along `inner`, or the same for all of it (a broadcast)
         c = linear_coeffs(e, syms)
         if c is None or c.get(inner, 0) not in (0, 1):
             return dims
-    return sorted(dims, key=lambda d: -abs(co.get(d[0], 0)))
+    return [dims[k] for k in order]
 
 
 def node_loops(node: ComputedBuffer, protect: int = 0, merge: bool = True) -> NodeLoops:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import sympy
 from stax.ir import ComputedBuffer, ExternKernel, IndexValue, Load, Reduction, Scan, walk
 from stax.ir.index import as_int, pointwise_vars, reduction_vars
-from stax.ir.simplify import coalesce_loops, simplify_index
+from stax.ir.simplify import coalesce_loops, memory_order, simplify_index
 from stax.ir.value_ranges import index_fits_int32
 from stax.sched.schedule import EXTERN
 
@@ -236,13 +236,9 @@ def _write_order(X: list, writes: list) -> list[int]:
     """Positions of the dims X, outer to inner, in the memory order of the first affine write:
     a pointwise kernel whose output is laid out otherwise than its logical dims (eager's
     strides for x.t().exp() are (1, n)) walks that output with stride 1 (a logical order
-    would store, and here also load, with stride n on every lane). Ties keep logical order."""
-    for w in writes:
-        w = sympy.expand(w)
-        co = [w.coeff(x) for x in X]
-        if all(c.is_Integer for c in co) and not (w - sum(c * x for c, x in zip(co, X))).free_symbols & set(X):
-            return sorted(range(len(X)), key=lambda j: -abs(int(co[j])))
-    return list(range(len(X)))
+    would store, and here also load, with stride n on every lane)."""
+    orders = (memory_order(w, X) for w in writes)
+    return next((o for o in orders if o is not None), list(range(len(X))))
 
 
 def _assign_axes(plan: KernelPlan, nodes, roles, dims, config: GpuConfig, stored: set | None = None) -> None:

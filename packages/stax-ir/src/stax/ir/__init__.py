@@ -24,7 +24,7 @@ from .index_printer import to_c, to_python
 from .interpreter import from_storage, interpret, outputs, to_storage
 from .normalize import NormalizedIndex, normalize_index
 from .ops import OPS, REDUCTIONS, SCANS, WELFORD_OUTPUTS, op_def, reduction_def, scan_def
-from .simplify import LoopMerge, coalesce_loops, simplify_index
+from .simplify import LoopMerge, coalesce_loops, memory_order, simplify_index
 from .value_ranges import ValueRange, bound_index, bound_value, bounds_check_needed, index_fits_int32, provably_true
 from .views import View, cat, constant_pad, with_mask
 
@@ -36,7 +36,8 @@ __all__ = [
     "Pointwise", "REDUCTIONS", "Reduction", "SCANS", "SCATTER_MODES", "Scan", "Scatter", "Value", "ValueRange", "View",
     "WELFORD_OUTPUTS", "body_roots", "bound_index", "bound_value", "bounds_check_needed", "cast", "cat",
     "coalesce_loops", "const", "constant_pad", "dtypes", "format_value", "from_storage",
-    "index_fits_int32", "index_max", "index_min", "index_value", "interpret", "load", "loads", "map_indices", "normalize_index", "op",
+    "index_fits_int32", "index_max", "index_min", "index_value", "interpret", "load", "loads", "map_indices", "memory_order",
+    "normalize_index", "op",
     "op_def", "outputs", "pointwise_vars", "promote_types", "provably_true", "reduction_def",
     "reduction_vars", "scan_def", "simplify_index", "to_c", "to_python", "to_storage", "var", "walk",
     "with_mask",

@@ -331,6 +331,16 @@ def _affine(e, vars_set) -> dict | None:
     return out
 
 
+def memory_order(expr, vars_: Sequence) -> list[int] | None:
+    """Positions of `vars_`, outer to inner, by the |stride| the affine index `expr` gives each (ties
+    keep their order); None when `expr` is not affine in them. The code generators walk a pointwise
+    node's loops in this order of its write, so an output with permuted strides is stored with stride 1."""
+    aff = _affine(sympy.expand(sympy.sympify(expr)), set(vars_))
+    if aff is None:
+        return None
+    return sorted(range(len(vars_)), key=lambda k: -abs(aff.get(vars_[k], 0)))
+
+
 def coalesce_loops(sizes: Sequence, exprs: Sequence, vars_: Sequence, new_prefix: str = "c") -> LoopMerge:
     """Merge adjacent loop dimensions that every expression in `exprs` walks contiguously.
 
