@@ -91,7 +91,7 @@ def generate_kernels(schedule: Schedule, config: CpuConfig, isa: isa_mod.Isa, th
         elif k.kind != EXTERN:
             out.append(emit_kernel(k, schedule.graph, threads, config.min_chunk, vector_bytes=vector_bytes,
                                    escaping=escaping_buffers(schedule, k), tile=config.tile,
-                                   stream_bytes=stream_bytes, huge_bytes=config.huge_page_bytes))
+                                   stream_bytes=stream_bytes, huge_bytes=config.huge_page_bytes, roots=planner.roots))
     return out
 
 

@@ -576,12 +576,20 @@ class KernelSource:
     err_slots: int = 1  # error records [code, a, b, c] in `err`, one per kernel of a region
 
 
-def _signature(ctx: KernelContext) -> str:
+def _signature(ctx: KernelContext, roots: dict | None = None) -> str:
+    """Pointers that share storage (an in-place reuse: the kernel writes over a buffer it reads,
+    at the same index) are not `__restrict__`."""
+    roots = roots or {}
+    count: dict = {}
+    for b in (*ctx.in_ptrs, *ctx.out_ptrs):
+        count[roots.get(b, b)] = count.get(roots.get(b, b), 0) + 1
     params = []
     for buf, p in ctx.in_ptrs.items():
-        params.append(f"const {co.storage_ctype(ctx.graph.buffer_layout(buf).dtype)}* __restrict__ {p}")
+        restrict = " __restrict__" if count[roots.get(buf, buf)] == 1 else ""
+        params.append(f"const {co.storage_ctype(ctx.graph.buffer_layout(buf).dtype)}*{restrict} {p}")
     for buf, p in ctx.out_ptrs.items():
-        params.append(f"{co.storage_ctype(ctx.graph.buffer_layout(buf).dtype)}* __restrict__ {p}")
+        restrict = " __restrict__" if count[roots.get(buf, buf)] == 1 else ""
+        params.append(f"{co.storage_ctype(ctx.graph.buffer_layout(buf).dtype)}*{restrict} {p}")
     params.append("int64_t* __restrict__ err")
     return f'extern "C" int {ctx.name}({", ".join(params)})'
 
@@ -635,11 +643,12 @@ def bind_pointers(ctx: KernelContext, graph: Graph, written: list, stream_bytes:
 
 def emit_kernel(kernel: Kernel, graph: Graph, threads: int, min_chunk: int = 512, merge: bool = True,
                 vector_bytes: int = 0, escaping: set | None = None, tile: bool = True,
-                stream_bytes: int | None = None, huge_bytes: int | None = None) -> KernelSource:
+                stream_bytes: int | None = None, huge_bytes: int | None = None,
+                roots: dict | None = None) -> KernelSource:
     """C++ source of one kernel of the schedule (vectorized where `vector_bytes` allows).
 
     `escaping`: buffers read outside this kernel (or graph outputs); the others may become
-    kernel-local (None: every buffer escapes)."""
+    kernel-local (None: every buffer escapes). `roots`: buffer -> its storage (regions.storage_roots)."""
     nests = plan_nests(kernel, graph, merge=merge)
     ctx = KernelContext(kernel.name, graph)
     if escaping is not None:
@@ -665,7 +674,7 @@ def emit_kernel(kernel: Kernel, graph: Graph, threads: int, min_chunk: int = 512
         if streams:
             body("__builtin_ia32_sfence();")
     head = "".join(f"    {decl}\n" for decl in dict.fromkeys(emitter.prologue))  # before any parallel region
-    code = f"{_signature(ctx)}\n{{\n{head}{body.text()}\n    return (int)err[0];\n}}\n"
+    code = f"{_signature(ctx, roots)}\n{{\n{head}{body.text()}\n    return (int)err[0];\n}}\n"
     params = tuple(ctx.in_ptrs) + tuple(ctx.out_ptrs)
     return KernelSource(kernel.name, code, params, tuple(ctx.index_loads), emitter.vectorized,
                         tuple(ctx.local))

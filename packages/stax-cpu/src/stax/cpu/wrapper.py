@@ -99,8 +99,9 @@ def wrapper_source(schedule: Schedule, kernel_params: dict, externs: dict, local
         fn, count = region_of.get(k.name, (k.name, 1))
         steps = range(step, step + count)
         node0 = g.node(k.nodes[0])
-        # a region may still read a donor its later kernel's buffer reuses: its `del` waits for the call
-        needed = set(kernel_params.get(fn, ())) if count > 1 else set()
+        # a kernel (or a region's later kernel) may still read a donor its buffer reuses (in place):
+        # the donor's `del` waits for the call
+        needed = set(kernel_params.get(fn, ())) if k.kind != EXTERN else set()
         after: list[str] = []
 
         def release(donor: str, line: str, note: str, needed=needed, after=after, fn=fn) -> None:

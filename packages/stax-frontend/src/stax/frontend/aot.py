@@ -85,11 +85,13 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, kind: str, cfg: C
 
 def scheduler_policy(target: str):
     """stax.sched's fusion policy per target: GPU fuses by element counts (Def 7.2) and
-    keeps dependent reductions (softmax) in one kernel; CPU uses the default policy."""
-    if target != GPU:
-        return None
-    from stax.sched import GpuPolicy, SchedulerConfig
+    keeps dependent reductions (softmax) in one kernel; CPU uses the default policy with
+    §7.5's in-place reuse (a pointwise kernel writes into the dying buffer it reads at its
+    write index: a batch-norm backward's gradient over the convolution gradient it reads)."""
+    from stax.sched import CpuPolicy, GpuPolicy, SchedulerConfig
 
+    if target != GPU:
+        return CpuPolicy(SchedulerConfig(inplace_reuse=True))
     return GpuPolicy(SchedulerConfig(fuse_dependent_reductions=True))
 
 

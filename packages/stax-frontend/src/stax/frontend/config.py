@@ -74,6 +74,9 @@ class Config:
     cpu_costs / gpu_costs: §6.6 per-device cost tables (rules 1 and 3).
     conv_channels_last: CPU inference and training graphs run 2-D convolutions on channels-last
       memory (lowering/conv_layout.py); env STAX_CONV_CHANNELS_LAST=0 keeps NCHW.
+    follow_read_order: a materialized pointwise value no user sees is stored in the memory
+      order of its reads (read_order.py; channels-last after channels-last convolutions);
+      env STAX_FOLLOW_READ_ORDER=0 stores it row-major.
     device_override: None routes each graph by its tensors' device (cuda -> stax.gpu,
       cpu -> stax.cpu); 'gpu' sends every graph to stax.gpu, also CPU tensors — for
       tests and dry runs under TRITON_INTERPRET=1 (Triton's interpreter runs on CPU).
@@ -91,6 +94,7 @@ class Config:
     gpu_costs: DeviceCosts = field(default=GPU_COSTS)
     device_override: str | None = None  # env STAX_DEVICE_OVERRIDE=gpu
     conv_channels_last: bool = True  # env STAX_CONV_CHANNELS_LAST
+    follow_read_order: bool = True  # env STAX_FOLLOW_READ_ORDER
 
     def __post_init__(self):
         if self.runtime not in RUNTIMES:
@@ -116,6 +120,7 @@ def from_env() -> Config:
         strict=_env_flag("STAX_STRICT", c.strict),
         device_override=os.environ.get("STAX_DEVICE_OVERRIDE") or c.device_override,
         conv_channels_last=_env_flag("STAX_CONV_CHANNELS_LAST", c.conv_channels_last),
+        follow_read_order=_env_flag("STAX_FOLLOW_READ_ORDER", c.follow_read_order),
     )
 
 

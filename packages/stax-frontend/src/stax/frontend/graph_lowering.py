@@ -35,7 +35,7 @@ from stax.ir import (
 from stax.ir import dtypes as dt
 from stax.ir.index import contiguous_strides, pointwise_vars, reduction_vars, var
 
-from . import materialize
+from . import materialize, read_order
 from .config import Config
 from .dtypes import to_stax
 from .fallback import ExternItem, lower_fallback
@@ -213,11 +213,15 @@ class GraphLowering:
         self.nodes.append(ComputedBuffer(name, layout, body, self._origins()))
         return BufferView(self.builder, name, layout, layout)
 
-    def pointwise_buffer(self, tv: TensorValue, strides=None) -> BufferView:
+    def pointwise_buffer(self, tv: TensorValue, strides=None, follow_reads: bool = False) -> BufferView:
+        """`tv` written to a new buffer: with `strides`, else in its reads' memory order when
+        `follow_reads` (read_order.py), else row-major."""
         sizes = tv.sizes
-        strides = tuple(strides) if strides is not None else contiguous_strides(sizes)
         ivars = pointwise_vars(len(sizes))
         value = self.simplify_value(tv.load(ivars), dict(zip(ivars, sizes)))
+        if strides is None and follow_reads:
+            strides = read_order.strides_following_reads(value, ivars, sizes)
+        strides = tuple(strides) if strides is not None else contiguous_strides(sizes)
         layout = Layout(tv.device, tv.dtype, sizes, strides)
         return self.add_computed(Pointwise(sizes, value), layout)
 
@@ -236,12 +240,12 @@ class GraphLowering:
         body = Scan(tuple(sizes), axis, scan_type, value)
         return self.add_computed(body, Layout.contiguous(tuple(sizes), body.dtype, self.device))
 
-    def realize(self, tv: TensorValue, reason: str = "buffer", strides=None) -> BufferView:
+    def realize(self, tv: TensorValue, reason: str = "buffer", strides=None, follow_reads: bool = False) -> BufferView:
         """`tv` in memory: a BufferView as is, else a new buffer (counted by reason)."""
         if isinstance(tv, BufferView) and (strides is None or same_view(tv.sizes, tv.strides, tv.sizes, strides)):
             return tv
         self.materialized[reason] += 1
-        return self.pointwise_buffer(tv, strides)
+        return self.pointwise_buffer(tv, strides, follow_reads)
 
     def add_extern(self, kernel: str, layout: Layout, inputs, constants, fallback: bool) -> str:
         name = self.new_name()
@@ -339,9 +343,10 @@ class GraphLowering:
             if reason is not None:
                 val = node.meta.get("val")
                 strides = conv_layout.preferred_strides(self, node)  # channels-last convolutions' input
-                if strides is None and reason == "rule0:output" and isinstance(val, torch.Tensor):
+                follow = strides is None and self.cfg.follow_read_order and read_order.may_follow_reads(self, node)
+                if strides is None and not follow and reason == "rule0:output" and isinstance(val, torch.Tensor):
                     strides = meta_strides(val)
-                return self.realize(value, reason, strides)
+                return self.realize(value, reason, strides, follow_reads=follow)
         return value
 
     def run(self) -> LoweredGraph:

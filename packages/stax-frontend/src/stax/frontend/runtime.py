@@ -243,6 +243,8 @@ class CompiledGraph:
         self._plain_outputs = len(lowered.graph.outputs) == len(self.outputs) and all(
             spec.kind == "buffer" and spec.index == k for k, spec in enumerate(self.outputs)
         )
+        # inputs an output is (a view of): the only ones this call keeps a reference to
+        self._returned_inputs = tuple(sorted({spec.index for spec in self.outputs if spec.kind == "input"}))
 
     def _conform_inputs(self, inputs: list):
         """Every input as compiled (one comparison per property); else the careful path."""
@@ -278,17 +280,21 @@ class CompiledGraph:
 
     @no_dynamo
     def __call__(self, args: list):
+        """The module clears the list it is given and drops each input after its last use: no
+        other reference stays here (AOTAutograd clears a backward's saved tensors before this
+        call), so a saved activation's memory is free for the graph's later buffers."""
         inputs = list(args)
         args.clear()
         self._conform_inputs(inputs)
         extras = self._static_extras
         if extras is None:
             extras = [_seed(self.device) if kind == "seed" else t for kind, t in self.extras]
+        inputs.extend(extras)
         if self._plain_outputs:
-            outs = self._call(inputs + extras)
+            outs = self._call(inputs)
             return list(outs) if self.is_tuple else outs[0]
-        originals = list(inputs)
-        outs = self._call(inputs + extras)
+        originals = {k: inputs[k] for k in self._returned_inputs}
+        outs = self._call(inputs)
         result = []
         for kind, index, view, value in self._output_plan:
             if kind == "buffer":
