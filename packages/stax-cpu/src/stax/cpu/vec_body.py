@@ -47,6 +47,12 @@ def vtype(d: dt.DType) -> str:
     return VTYPE[d.name]
 
 
+# where(a <cmp> b, x, y) selects on the comparison's own mask when its lanes are as wide as x's
+# (_where_on_compare); through `vbool` (char lanes) GCC narrows and widens the mask lane by lane
+COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+LANE_BYTES = {"stax::vec::vfloat": 4, "stax::vec::vint32": 4, "stax::vec::vdouble": 8, "stax::vec::vint64": 8}
+
+
 @dataclass(frozen=True)
 class VecPlan:
     dim: int  # loop position vectorized
@@ -253,6 +259,10 @@ class VecBody:
                        f"{self._lane(nl.index(n.index))});")
             return t
         assert isinstance(n, Op)
+        if n.name == "where":
+            fused = self._where_on_compare(n, names)
+            if fused is not None:
+                return fused
         args = [self.vec(*names[id(a)], a.dtype) for a in n.args]
         if n.name == "to_dtype":
             expr = self._convert(n.args[0].dtype, n.dtype, args[0])
@@ -262,6 +272,19 @@ class VecBody:
             if co.is_half(n.dtype) and not row.exact:
                 expr = f"stax::vec::{'rh' if n.dtype == dt.float16 else 'rb'}({expr})"
         return self._define(("VO", n.name, tuple(args), n.dtype), n.dtype, expr)
+
+    def _where_on_compare(self, n: Op, names) -> str | None:
+        """where(a <cmp> b, x, y) as `(a <cmp> b) ? x : y` on the vector comparison's mask, when
+        a, b, x and y have lanes of one width (ReLU's backward: where(x <= 0, 0, g))."""
+        cond = n.args[0]
+        if not (isinstance(cond, Op) and cond.name in COMPARE and names[id(cond)][1]):
+            return None
+        widths = {LANE_BYTES.get(vtype(a.dtype)) for a in (*cond.args, *n.args[1:])}
+        if len(widths) != 1 or None in widths:
+            return None
+        a, b, x, y = (self.vec(*names[id(v)], v.dtype) for v in (*cond.args, *n.args[1:]))
+        expr = f"(({a} {COMPARE[cond.name]} {b}) ? {x} : {y})"
+        return self._define(("VW", cond.name, a, b, x, y, n.dtype), n.dtype, expr)
 
     @staticmethod
     def _convert(src: dt.DType, dst: dt.DType, a: str) -> str:
