@@ -576,21 +576,19 @@ class KernelSource:
     err_slots: int = 1  # error records [code, a, b, c] in `err`, one per kernel of a region
 
 
-def _signature(ctx: KernelContext, roots: dict | None = None) -> str:
-    """Pointers that share storage (an in-place reuse: the kernel writes over a buffer it reads,
-    at the same index) are not `__restrict__`."""
+def signature(ctx: KernelContext, roots: dict | None = None, err_name: str = "err") -> str:
+    """The C function's parameters: pointers that share storage (an in-place reuse, or a region's
+    reuse, roots: buffer -> its storage) are not `__restrict__`."""
     roots = roots or {}
     count: dict = {}
     for b in (*ctx.in_ptrs, *ctx.out_ptrs):
         count[roots.get(b, b)] = count.get(roots.get(b, b), 0) + 1
     params = []
-    for buf, p in ctx.in_ptrs.items():
-        restrict = " __restrict__" if count[roots.get(buf, buf)] == 1 else ""
-        params.append(f"const {co.storage_ctype(ctx.graph.buffer_layout(buf).dtype)}*{restrict} {p}")
-    for buf, p in ctx.out_ptrs.items():
-        restrict = " __restrict__" if count[roots.get(buf, buf)] == 1 else ""
-        params.append(f"{co.storage_ctype(ctx.graph.buffer_layout(buf).dtype)}*{restrict} {p}")
-    params.append("int64_t* __restrict__ err")
+    for b, p in (*ctx.in_ptrs.items(), *ctx.out_ptrs.items()):
+        const = "const " if b in ctx.in_ptrs else ""
+        restrict = " __restrict__" if count[roots.get(b, b)] == 1 else ""
+        params.append(f"{const}{co.storage_ctype(ctx.graph.buffer_layout(b).dtype)}*{restrict} {p}")
+    params.append(f"int64_t* __restrict__ {err_name}")
     return f'extern "C" int {ctx.name}({", ".join(params)})'
 
 
@@ -674,7 +672,7 @@ def emit_kernel(kernel: Kernel, graph: Graph, threads: int, min_chunk: int = 512
         if streams:
             body("__builtin_ia32_sfence();")
     head = "".join(f"    {decl}\n" for decl in dict.fromkeys(emitter.prologue))  # before any parallel region
-    code = f"{_signature(ctx, roots)}\n{{\n{head}{body.text()}\n    return (int)err[0];\n}}\n"
+    code = f"{signature(ctx, roots)}\n{{\n{head}{body.text()}\n    return (int)err[0];\n}}\n"
     params = tuple(ctx.in_ptrs) + tuple(ctx.out_ptrs)
     return KernelSource(kernel.name, code, params, tuple(ctx.index_loads), emitter.vectorized,
                         tuple(ctx.local))

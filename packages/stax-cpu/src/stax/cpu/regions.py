@@ -19,8 +19,16 @@ from stax.ir import ComputedBuffer, Graph, Load, Pointwise, Reduction, body_root
 from stax.ir.graph import Scan
 from stax.sched.schedule import FUSED, OUTER_LOOP_FUSED, POINTWISE, REDUCTION, REUSE, Kernel, Schedule
 
-from . import cpp_ops as co
-from .kernel import KernelContext, KernelEmitter, KernelSource, Lines, LocalBuffer, _local_buffers, bind_pointers
+from .kernel import (
+    KernelContext,
+    KernelEmitter,
+    KernelSource,
+    Lines,
+    LocalBuffer,
+    _local_buffers,
+    bind_pointers,
+    signature,
+)
 from .localize import Chunking, chunk_buffers, emit_chunked, plan_chunking
 from .loops import node_loops, parallel_depth
 from .nests import Nest, plan_nests, share_groups
@@ -342,26 +350,11 @@ def emit_region(region: Region, graph: Graph, threads: int, min_chunk: int, *, v
     head = "".join(f"    {decl}\n" for decl in dict.fromkeys(em.prologue))
     ret = " | ".join(f"{err_name}[{ERR_SLOT * k}]" for k in range(slots))
     comment = "".join(f"// {k.name}: {k.node_type} {k.kind} ({', '.join(k.nodes)})\n" for k in region.kernels) if several else ""
-    code = (f"{comment}{_signature(ctx, graph, roots, err_name)}\n{{\n{head}{body.text()}\n"
+    code = (f"{comment}{signature(ctx, roots, err_name)}\n{{\n{head}{body.text()}\n"
             f"    return (int)({ret});\n}}\n")
     params = tuple(ctx.in_ptrs) + tuple(ctx.out_ptrs)
     return KernelSource(region.name, code, params, tuple(ctx.index_loads), em.vectorized, tuple(ctx.local),
                         tuple(k.name for k in region.kernels), slots)
-
-
-def _signature(ctx: KernelContext, graph: Graph, roots: dict, err_name: str) -> str:
-    """Pointers that share storage (a reuse inside the region) are not `__restrict__`."""
-    ptrs = list(ctx.in_ptrs.items()) + list(ctx.out_ptrs.items())
-    count: dict = {}
-    for b, _ in ptrs:
-        count[roots.get(b, b)] = count.get(roots.get(b, b), 0) + 1
-    params = []
-    for b, p in ptrs:
-        const = "const " if b in ctx.in_ptrs else ""
-        restrict = " __restrict__" if count[roots.get(b, b)] == 1 else ""
-        params.append(f"{const}{co.storage_ctype(graph.buffer_layout(b).dtype)}*{restrict} {p}")
-    params.append(f"int64_t* __restrict__ {err_name}")
-    return f'extern "C" int {ctx.name}({", ".join(params)})'
 
 
 __all__ = ["LocalBuffer", "Region", "RegionPlanner", "emit_region", "mergeable", "wrapper_peak"]

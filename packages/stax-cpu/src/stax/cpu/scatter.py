@@ -19,7 +19,7 @@ from stax.ir.value_ranges import bound_index, bounds_check_needed
 from stax.sched.schedule import Kernel
 
 from . import cpp_ops as co
-from .kernel import KernelContext, KernelSource, Lines, ScalarBody, _signature, _sym
+from .kernel import KernelContext, KernelSource, Lines, ScalarBody, _sym, signature
 from .loops import NodeLoops, loop_var, parallel_depth
 
 
@@ -136,6 +136,6 @@ def emit_scatter_kernel(kernel: Kernel, graph: Graph, threads: int, min_chunk: i
     lines = Lines(1)
     _init_pass(ctx, lines, node, threads, min_chunk)
     _scatter_pass(ctx, lines, node, threads, min_chunk)
-    code = f"{_signature(ctx)}\n{{\n{lines.text()}\n    return (int)err[0];\n}}\n"
+    code = f"{signature(ctx)}\n{{\n{lines.text()}\n    return (int)err[0];\n}}\n"
     return KernelSource(kernel.name, code, tuple(ctx.in_ptrs) + (name,), tuple(ctx.index_loads))
 

@@ -51,7 +51,7 @@ def may_follow_reads(ctx, node: torch.fx.Node) -> bool:
     would need a copy)."""
     for u in node.users:
         if u.op == "output":
-            if node not in getattr(ctx, "saved_nodes", ()):
+            if node not in ctx.saved_nodes:
                 return False
             continue
         if u.op != "call_function":
