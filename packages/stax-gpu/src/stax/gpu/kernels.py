@@ -17,7 +17,7 @@ from stax.ir import Load, Reduction, Scan, reduction_def, walk
 
 from .config import GpuConfig
 from .emit import Emitter, ErrorTable, Scope
-from .plan import REDUCTION, SCAN, TILED_FORM, XR, KernelPlan, X, _contiguous_dim
+from .plan import REDUCTION, SCAN, TILED_FORM, XR, KernelPlan, X, contiguous_dim
 from .reductions import LoopAccumulators, persistent_reduction, persistent_scan
 from .triton_ops import compute_triton_dtype, literal
 
@@ -89,7 +89,7 @@ def _stores_along_y(plan: KernelPlan) -> bool:
     ys = [v.symbol for v in plan.axis_vars if v.axis == "y"]
     for p in plan.nodes:
         if p.node.name in plan.stores:
-            return _contiguous_dim(plan.simplify(p.node.write_index().xreplace(p.subs)), ys) is not None
+            return contiguous_dim(plan.simplify(p.node.write_index().xreplace(p.subs)), ys) is not None
     return False
 
 

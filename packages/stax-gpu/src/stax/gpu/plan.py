@@ -186,7 +186,7 @@ def _coalesce(dims: list, exprs: list, prefix: str):
     return list(merge.sizes), dict(merge.reindex), list(merge.exprs), list(merge.vars)
 
 
-def _contiguous_dim(expr, new_vars) -> int | None:
+def contiguous_dim(expr, new_vars) -> int | None:
     """Position of the dimension an affine access walks with stride 1, if any."""
     for k, v in enumerate(new_vars):
         if sympy.expand(expr).coeff(v) == 1:
@@ -326,7 +326,7 @@ def _tile_split(plan: KernelPlan, xvars, exprs, xs, config: GpuConfig) -> int | 
     (a transpose), split the dims into (y | x) so both sides get coalesced tiles."""
     if plan.form != POINTWISE_FORM or not config.tile_2d or len(xvars) < 2:
         return None
-    contig = {_contiguous_dim(e, xvars) for e in exprs}
+    contig = {contiguous_dim(e, xvars) for e in exprs}
     inner = {c for c in contig if c is not None and c != len(xvars) - 1}
     if not inner or (len(xvars) - 1) not in contig:
         return None
