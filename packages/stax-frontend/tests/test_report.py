@@ -3,8 +3,11 @@ and that a real browser renders the kernels (headless Chromium, skipped where no
 
 from __future__ import annotations
 
+import itertools
+import math
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 
@@ -15,6 +18,7 @@ from stax.frontend import config, metrics
 from stax.frontend.report import load, write_report
 from stax.frontend.report.layout import place
 from stax.frontend.report.sources import kernel_source, wrapper_lines, wrapper_source
+from stax.frontend.report.svg import DROPPED_COLOUR, INPUT_COLOUR, kernel_colours
 
 F32 = 4
 
@@ -26,6 +30,44 @@ def example_7_2(x):
 
 def _pages(d: pathlib.Path) -> list[pathlib.Path]:
     return sorted(p for p in d.glob("*.html") if p.name != "index.html")
+
+
+def _lab(colour: str) -> tuple[float, float, float]:
+    """CIELAB (D65) of an sRGB #rrggbb colour."""
+    lin = [(c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4)
+           for c in (int(colour[k:k + 2], 16) / 255 for k in (1, 3, 5))]
+    r, g, b = lin
+    xyz = ((0.4124 * r + 0.3576 * g + 0.1805 * b) / 0.95047, 0.2126 * r + 0.7152 * g + 0.0722 * b,
+           (0.0193 * r + 0.1192 * g + 0.9505 * b) / 1.08883)
+    fx, fy, fz = (v ** (1 / 3) if v > 0.008856 else 7.787 * v + 16 / 116 for v in xyz)
+    return 116 * fy - 16, 500 * (fx - fy), 200 * (fy - fz)
+
+
+def _delta_e(a: str, b: str) -> float:
+    return math.dist(_lab(a), _lab(b))
+
+
+def _chroma(colour: str) -> float:
+    _, a, b = _lab(colour)
+    return math.hypot(a, b)
+
+
+HEX = re.compile(r"#[0-9a-f]{6}")
+
+
+def _fusion_graph_fills(html: str) -> tuple[dict, dict, dict]:
+    """From a page's fusion-graph SVG: ({buffer: (kernel, fill)}, {input: fill}, {kernel: legend fill})."""
+    svg = html[html.index('class="fusion-graph"'):]
+    svg = svg[:svg.index("</svg>")]
+    nodes, inputs = {}, {}
+    for cls, buf, fill in re.findall(r'<g class="([^"]*)" data-buffer="([^"]*)"><title>[^<]*</title>'
+                                     r'<rect [^>]*?fill="([^"]*)"', svg):
+        if cls == "input":
+            inputs[buf] = fill
+        elif cls.startswith("node kernel"):
+            nodes[buf] = (cls.split()[1], fill)
+    legend = dict(re.findall(r'<rect class="legend" data-kernel="([^"]*)" [^>]*?fill="([^"]*)"', svg))
+    return nodes, inputs, legend
 
 
 @pytest.fixture(scope="module")
@@ -107,6 +149,36 @@ def test_report_has_every_section_and_inline_svgs(report_7_2):
         assert f'data-buffer="{b}"' in html
 
 
+def test_fusion_graph_fills_two_kernels_differently(report_7_2):
+    """Example 7.2: exp (kernel0) and sum + amax (kernel1) get two different fills; a kernel's nodes
+    share one fill, the legend's swatch of that kernel, and each box names its kernel."""
+    page, _ = report_7_2
+    html = page.read_text()
+    nodes, inputs, legend = _fusion_graph_fills(html)
+    assert {b: k for b, (k, _) in nodes.items()} == {"buf1": "kernel0", "buf2": "kernel1", "buf3": "kernel1"}
+    fill = {b: f for b, (_, f) in nodes.items()}
+    assert fill["buf1"] != fill["buf2"] == fill["buf3"]
+    assert legend == {"kernel0": fill["buf1"], "kernel1": fill["buf2"]}
+    assert inputs == {"arg0_1": INPUT_COLOUR} and INPUT_COLOUR not in fill.values()
+    for buf, tag in (("buf1", "k0"), ("buf2", "k1"), ("buf3", "k1")):
+        group = html[html.index(f'data-buffer="{buf}"'):]
+        assert f'class="kernel-tag">{tag}</text>' in group[:group.index("</g>")]
+
+
+def test_kernel_palette_is_distinct_and_never_grey():
+    """Any two of the first 24 kernel colours differ by dE76 >= 25 and none is a grey (chroma >= 20,
+    as far from the input grey): the old palette had a grey (#79706e, chroma 4) and two teals dE 4
+    apart, and went to hsl() (unread by SVG 1.1 renderers) after 12. Past 24: #rrggbb, all different."""
+    first = kernel_colours(24)
+    assert all(HEX.fullmatch(c) for c in first)
+    assert min(_delta_e(a, b) for a, b in itertools.combinations(first, 2)) >= 25
+    assert min(_chroma(c) for c in first) >= 20
+    assert min(_delta_e(c, INPUT_COLOUR) for c in first) >= 25
+    many = kernel_colours(600)
+    assert many[:24] == first and all(HEX.fullmatch(c) for c in many)
+    assert len(set(many)) == 600 and not {INPUT_COLOUR, DROPPED_COLOUR} & set(many)
+
+
 def _chromium() -> str | None:
     for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
         path = shutil.which(name)
@@ -158,6 +230,72 @@ def test_training_graphs_get_one_page_each_with_extern_calls(tmp_path):
         placed = [b for k in d["kernels"] for b in k["nodes"]]
         assert sorted(placed) == sorted(n["buffer"] for n in d["nodes"] if n["kernel"] is not None)
         assert max(d["memory"]["timeline"]) == d["memory"]["peak_bytes"]
+
+
+def _cnn_bn():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+        torch.nn.Conv2d(8, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+        torch.nn.Flatten(), torch.nn.Linear(8 * 16 * 16, 10))
+
+
+def _mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.Linear(128, 10))
+
+
+@pytest.fixture(scope="module")
+def model_reports(tmp_path_factory):
+    """Report data of every graph of small real models: an MLP training step, a CNN with batch
+    norm (training step and eval). {page name: data}."""
+    d = tmp_path_factory.mktemp("models")
+    torch._dynamo.reset()
+    with config.patch(report=True, report_dir=str(d), strict=True):
+        for model, x in ((_mlp(), torch.randn(32, 64)), (_cnn_bn(), torch.randn(4, 3, 16, 16))):
+            run_stax(model, x).square().mean().backward()
+            torch._dynamo.reset()
+            model.eval()
+            with torch.no_grad():
+                assert_same(run_stax(model, x), model(x), rtol=1e-4, atol=1e-4)
+            torch._dynamo.reset()
+    return {p.name: (p.read_text(), load(str(p))) for p in _pages(d)}
+
+
+def test_m_star_never_exceeds_the_plan_peak_on_small_models(model_reports):
+    """M* is a lower bound of the peak the plan reaches (the timeline's maximum). The CNN's eval graph
+    writes its first batch norm + ReLU in place over the convolution's output at the step where Def 7.5
+    alone peaks: M* read 150088 B above the plan's 149960 B (the pair counted twice)."""
+    kinds = sorted(name.split("_")[0] for name in model_reports)
+    assert kinds == ["backward", "backward", "forward", "forward", "inference", "inference"]
+    in_place = []
+    for name, (_, data) in model_reports.items():
+        mem = data["memory"]
+        assert mem["lower_bound_bytes"] <= mem["peak_bytes"] == max(mem["timeline"]), name
+        reads = {n["buffer"]: n["reads"] for n in data["nodes"]}
+        for e in mem["events"]:
+            m = re.fullmatch(r"\[\d+\] (\w+) = (\w+); del \2  # reuse", e)
+            if m and m.group(2) in reads[m.group(1)]:  # written over a buffer its own kernel reads
+                in_place.append((name, e))
+    assert any(name.startswith("inference") for name, _ in in_place), in_place  # the case M* got wrong
+
+
+def test_fusion_graph_colours_on_small_models(model_reports):
+    """Every kernel's nodes have one fill, its legend swatch; kernels' fills are distinct, chromatic
+    (chroma >= 20) and far from the input grey; graph inputs grey."""
+    assert max(len(d["kernels"]) for _, d in model_reports.values()) >= 13
+    for name, (html, _) in model_reports.items():
+        nodes, inputs, legend = _fusion_graph_fills(html)
+        by_kernel: dict = {}
+        for kernel, fill in nodes.values():
+            by_kernel.setdefault(kernel, set()).add(fill)
+        assert all(len(f) == 1 for f in by_kernel.values()), name
+        fills = {k: f.pop() for k, f in by_kernel.items()}
+        assert {k: legend[k] for k in fills} == fills, name
+        assert set(inputs.values()) <= {INPUT_COLOUR}
+        assert len(set(fills.values())) == len(fills), name
+        assert all(HEX.fullmatch(f) and _chroma(f) >= 20 and _delta_e(f, INPUT_COLOUR) >= 25 for f in fills.values()), name
+        assert min((_delta_e(a, b) for a, b in itertools.combinations(fills.values(), 2)), default=99) >= 20, name
 
 
 def test_report_failure_never_breaks_compilation(tmp_path):

@@ -5,7 +5,19 @@ import random
 from book_graphs import F32, i0, i1, r0, x_input
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from stax.ir import ComputedBuffer, ExternKernel, Graph, Layout, Pointwise, Reduction, load, loads, op
+from stax.ir import (
+    ComputedBuffer,
+    ExternKernel,
+    Graph,
+    InputBuffer,
+    Layout,
+    Pointwise,
+    Reduction,
+    const,
+    load,
+    loads,
+    op,
+)
 from stax.ir.index import ModularIndexing
 from stax.sched import CpuPolicy, GpuPolicy, SchedulerConfig, schedule
 from stax.sched.ancestors import build_dag
@@ -72,9 +84,19 @@ def replay(s) -> int:
     return peak
 
 
-def def_7_5_peak(s) -> int:
-    """M* straight from Def 7.5 over the schedule's kernels."""
+def in_place_writes(s) -> dict[int, int]:
+    """step -> bytes of the buffer its kernel writes over a buffer that same kernel reads (and
+    that dies there): the plan's in-place reuse events, told apart from pool reuse by the read."""
     g = s.graph
+    return {e.step: g.node(e.buffer).layout.nbytes() for e in s.memory.events
+            if e.kind == "reuse" and e.reuses in reads_of(g, e.buffer)}
+
+
+def def_7_5_peak(s, in_place: bool = False) -> int:
+    """M* straight from Def 7.5 over the schedule's kernels; with `in_place`, a buffer written
+    over a dying input of its kernel shares that input's storage there (counted once)."""
+    g = s.graph
+    shared = in_place_writes(s) if in_place else {}
     T = len(s.kernels)
     step = {b: k for k, kern in enumerate(s.kernels) for b in kern.nodes}
     last = {}
@@ -92,7 +114,7 @@ def def_7_5_peak(s) -> int:
             hi = T - 1 if b.name in g.outputs else last.get(b.name, lo)
             if lo <= t <= hi:
                 total += b.layout.nbytes()
-        best = max(best, total)
+        best = max(best, total - shared.get(t, 0))
     return best
 
 
@@ -143,9 +165,31 @@ def test_in_place_reuse_is_optional():
     lines = [str(e) for e in on.memory.events]
     assert "[1] buf2 = buf1; del buf1  # reuse" in lines and not any(e.kind == "free" and e.buffer == "buf1"
                                                                    for e in on.memory.events)
-    assert replay(on) <= def_7_5_peak(on)
+    assert replay(on) == on.memory.peak_bytes == on.memory.lower_bound_bytes == def_7_5_peak(on, in_place=True)
     inputs_too = SchedulerConfig(max_rounds=0, inplace_reuse=True, inplace_reuse_graph_inputs=True)
     assert "[0] buf1 = primals_1; del primals_1  # reuse" in [str(e) for e in schedule(chain(2), CpuPolicy(inputs_too)).memory.events]
+
+
+def test_in_place_pair_is_one_storage_in_m_star():
+    """x (R) -> buf1 = 2x broadcast to (R, C) -> buf2 = -buf1 -> buf3 = row sums (the output).
+    Def 7.5 counts buf1 and buf2 together at step 1 (two (R, C) buffers, its maximum); written in
+    place, buf2 is buf1's storage, so every step holds one (R, C) buffer and one (R) buffer. M*
+    must bound the plan's peak: it was Def 7.5's 2 (R, C), above the peak the plan reached."""
+    R, C = 4, 8
+    big, row = R * C * 4, R * 4
+    x = InputBuffer("primals_1", Layout.contiguous((R,), F32))
+    buf1 = pw("buf1", (R, C), op("mul", load("primals_1", i0, F32), const(2.0, F32)))
+    buf2 = pw("buf2", (R, C), op("neg", load("buf1", C * i0 + i1, F32)))
+    buf3 = ComputedBuffer("buf3", Layout.contiguous((R,), F32),
+                          Reduction((R,), (C,), "sum", load("buf2", C * i0 + r0, F32)))
+    g = Graph((x,), (buf1, buf2, buf3), ("buf3",))
+    off = schedule(g, CpuPolicy(NO_FUSION))
+    assert off.memory.lower_bound_bytes == off.memory.peak_bytes == replay(off) == 2 * big == def_7_5_peak(off)
+    on = schedule(g, CpuPolicy(SchedulerConfig(max_rounds=0, reorder=False, inplace_reuse=True)))
+    assert "[1] buf2 = buf1; del buf1  # reuse" in [str(e) for e in on.memory.events]
+    assert replay(on) == on.memory.peak_bytes == big + row
+    assert on.memory.lower_bound_bytes == big + row == def_7_5_peak(on, in_place=True)
+    assert def_7_5_peak(on) == 2 * big  # Def 7.5 alone: above the plan's peak, no bound of it
 
 
 def fused_dag(graph, policy):
@@ -162,9 +206,13 @@ def test_memory_plans_on_random_graphs(seed, n, gpu, inplace):
     policy = GpuPolicy(cfg) if gpu else CpuPolicy(cfg)
     graph = random_graph(random.Random(seed), n)
     s = schedule(graph, policy)
-    # events are executable, reuse never raises the peak, M* is Def 7.5's
+    # events are executable, reuse never raises the peak, M* is Def 7.5's (in-place pairs counted
+    # once) and bounds the plan's peak from below
     peak = replay(s)
-    assert peak == s.memory.peak_bytes <= s.memory.lower_bound_bytes == def_7_5_peak(s)
+    assert s.memory.lower_bound_bytes <= peak == s.memory.peak_bytes
+    assert s.memory.lower_bound_bytes == def_7_5_peak(s, in_place=True) <= def_7_5_peak(s)
+    if not inplace:
+        assert not in_place_writes(s) and s.memory.lower_bound_bytes == def_7_5_peak(s)
     no_reuse = schedule(graph, type(policy)(SchedulerConfig(reuse=False, plan_arena=True)))
     assert [k.nodes for k in no_reuse.kernels] == [k.nodes for k in s.kernels]
     assert peak <= replay(no_reuse) == no_reuse.memory.lower_bound_bytes
@@ -172,7 +220,7 @@ def test_memory_plans_on_random_graphs(seed, n, gpu, inplace):
     dag = fused_dag(graph, policy)
     model = MemoryModel(graph, dag.nodes())
     peaks = {name: model.peak(order) for name, order in candidate_orders(dag, model).items()}
-    assert s.memory.lower_bound_bytes == min(peaks.values()) <= peaks["original"]
+    assert def_7_5_peak(s) == min(peaks.values()) <= peaks["original"]
     # arena: buffers alive at the same time never overlap; size between live max and total
     check_arena(s)
 

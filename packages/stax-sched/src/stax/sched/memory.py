@@ -8,6 +8,13 @@ size if holding that storage until now keeps occupancy at every step within the
 current peak — emitted as `buf5 = buf2; del buf2  # reuse`, and the pooled buffer's
 own release is dropped (its storage passes on). Optional in-place reuse lets a node
 write into a buffer that dies at that node when it reads it at its write index.
+
+In-place pairs are chosen first, and M* is Def 7.5's maximum with each pair counted
+once at the step where it meets: Def 7.5 holds a last user's input and its output at
+that moment together, an in-place write holds one storage for both, so Def 7.5's sum
+alone could exceed the peak this plan reaches and would not bound it. Without in-place
+reuse M* is exactly Def 7.5's. Pool reuse then never lets occupancy exceed M*, so the
+plan's peak is M*.
 """
 
 from __future__ import annotations
@@ -52,6 +59,18 @@ def _inplace_candidate(g, snode, step, life, model, config, taken) -> str | None
 def plan_memory(order, model: MemoryModel, config: SchedulerConfig) -> MemoryPlan:
     life = model.lifetimes(order)
     occ = np.array(model.occupancy(order), dtype=np.int64)
+    taken: set[str] = set()  # buffers whose storage passed to a later buffer (no release event)
+    in_place: dict[str, str] = {}  # buffer -> the dying buffer it overwrites
+    if config.inplace_reuse:
+        # A victim dies at its writer's step, so no pool reuse can take it first: these choices
+        # are independent of the pool's, and are made before M* so that M* counts each pair once.
+        for k, g in enumerate(order):
+            for snode in g.snodes:
+                victim = _inplace_candidate(g, snode, k, life, model, config, taken)
+                if victim is not None:
+                    taken.add(victim)
+                    in_place[snode.buffer] = victim
+                    occ[k] -= model.buffers[snode.buffer].nbytes
     lower_bound = int(occ.max()) if len(occ) else 0
     peak = lower_bound
     dying: dict[int, list[str]] = {}
@@ -60,15 +79,12 @@ def plan_memory(order, model: MemoryModel, config: SchedulerConfig) -> MemoryPla
             dying.setdefault(hi, []).append(name)
     events: list = []
     pool: dict[tuple, list[tuple[str, int]]] = {}  # (device, dtype, storage size) -> [(buffer, freed after step)]
-    taken: set[str] = set()  # buffers whose storage passed to a later buffer (no release event)
     for k, g in enumerate(order):
         for snode in g.snodes:
             b = snode.buffer
             info = model.buffers[b]
-            victim = _inplace_candidate(g, snode, k, life, model, config, taken) if config.inplace_reuse else None
+            victim = in_place.get(b)
             if victim is not None:
-                taken.add(victim)
-                occ[k] -= info.nbytes
                 events.append(MemoryEvent(k, REUSE, b, victim))
                 log.debug("%s = %s; del %s  # reuse (in place)", b, victim, victim)
                 continue

@@ -11,7 +11,7 @@ import re
 from html import escape
 
 from .data import to_json
-from .svg import fusion_graph_svg, human_bytes, kernel_colour, timeline_svg
+from .svg import fusion_graph_svg, human_bytes, kernel_colours, timeline_svg
 
 DATA_ID = "stax-report-data"
 _DATA_RE = re.compile(r'<script type="application/json" id="' + DATA_ID + r'">(.*?)</script>', re.S)
@@ -83,9 +83,10 @@ def _summary(data: dict) -> str:
 
 def _kernels(data: dict) -> str:
     kernels = data.get("kernels", [])
+    colours = kernel_colours(len(kernels))
     rows = []
     for i, k in enumerate(kernels):
-        sw = f'<span class="swatch" style="background:{kernel_colour(i)}"></span>'
+        sw = f'<span class="swatch" style="background:{colours[i]}"></span>'
         rows.append([
             f'{sw}<a href="#kernel-{escape(k["name"])}">{escape(k["name"])}</a>', escape(k["kind"]),
             escape(k["node_type"]), escape(k["group"]),
@@ -96,7 +97,7 @@ def _kernels(data: dict) -> str:
                    "ATen nodes (origins)", "ATen nodes inlined / views"], rows)]
     for i, k in enumerate(kernels):
         out.append(f'<section class="kernel" id="kernel-{escape(k["name"])}" data-kernel="{escape(k["name"])}" '
-                   f'style="border-left-color:{kernel_colour(i)}">')
+                   f'style="border-left-color:{colours[i]}">')
         out.append(f"<h3>{escape(k['header'])}</h3>")
         out.append(f"<p>From ATen: <b>{escape(', '.join(k['origins']) or '-')}</b>"
                    + (f"; inlined into it: {escape(', '.join(k['inlined']))}" if k["inlined"] else "") + "</p>")
@@ -133,7 +134,8 @@ def _memory(data: dict) -> str:
     names = [k["name"] for k in data.get("kernels", [])]
     svg = timeline_svg(mem["timeline"], names, mem["lower_bound_bytes"], mem["peak_bytes"], mem.get("eager_peak_bytes"))
     arena = f", arena {human_bytes(mem['arena_bytes'])}" if mem.get("arena_bytes") is not None else ""
-    return (f"<p>Live bytes during each kernel (bars), the lower bound M* of Def 7.5, the plan's peak{arena}, "
+    return (f"<p>Live bytes during each kernel (bars), the lower bound M* of Def 7.5 (a buffer written in place "
+            f"over a dying input of its kernel shares that storage: counted once), the plan's peak{arena}, "
             "and eager PyTorch's estimated peak for the same ATen graph (same conventions: inputs freed after "
             "their last use).</p>" + svg + "<details><summary>allocation events</summary>"
             + _pre("\n".join(mem["events"])) + "</details>")
@@ -153,8 +155,10 @@ def render(data: dict) -> str:
         '<p id="kernel-nav" class="muted">kernels: </p>',
         '<h2 id="kernels">Kernels and their provenance</h2>', _kernels(data),
         '<h2 id="fusion-log">Fusion log</h2>', _fusion_log(data),
-        '<h2 id="fusion-graph">Fusion graph</h2><p>IR buffers coloured by the kernel that computes them; '
-        "grey: graph inputs; dashed: dropped (no users). Hover a node for its ATen origins.</p>",
+        '<h2 id="fusion-graph">Fusion graph</h2><p>IR buffers filled with the colour of the kernel that computes '
+        "them (the legend above the graph; each box names its kernel in its corner, k3 = kernel3; the same colours "
+        "mark the kernels table and the memory timeline); grey: graph inputs; white, dashed: dropped (no users). "
+        "Hover a node for its ATen origins.</p>",
         '<div class="scroll">' + fusion_graph_svg(data) + "</div>" if data.get("nodes") else "",
         '<h2 id="memory">Memory plan</h2>', _memory(data),
         '<h2 id="aten">ATen graph</h2>', _pre(data.get("aten", {}).get("code")),

@@ -6,15 +6,24 @@ library, so the page stays one self-contained file and renders anywhere.
 
 from __future__ import annotations
 
+import colorsys
 from html import escape
 
 from .layout import place
 
+# Kernel colours: Tableau 10 without its grey, then colours picked greedily for the largest
+# smallest CIELAB distance (dE76) to those before them, to the input grey and to white, among
+# mid-light colours of chroma >= 28 (black text stays readable). Any two of the first 24 are at
+# least dE 25 apart and at least dE 27 from INPUT_COLOUR: no kernel looks grey or like another.
 PALETTE = (
-    "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948",
-    "#b07aa1", "#ff9da7", "#9c755f", "#79706e", "#86bcb6", "#d37295",
+    "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#edc948", "#76b7b2", "#ff9da7",
+    "#9c755f", "#cd26d9", "#26d926", "#8b7de8", "#e052b1", "#a9d926", "#d9c98c", "#26d9a9",
+    "#52e078", "#eea0ee", "#bf8c40", "#b6e085", "#a5a5e9", "#d65c85", "#b65cd6", "#7dbde8",
 )
 INPUT_COLOUR = "#d9d9d9"
+DROPPED_COLOUR = "#ffffff"
+NODE_OPACITY = 0.85
+_GOLDEN_ANGLE = 137.508
 
 
 def human_bytes(n: float) -> str:
@@ -25,11 +34,22 @@ def human_bytes(n: float) -> str:
     return f"{n:.1f} GiB"
 
 
-def kernel_colour(index: int) -> str:
-    """Twelve distinct colours, then hues spread by the golden angle (no two kernels alike)."""
-    if index < len(PALETTE):
-        return PALETTE[index]
-    return f"hsl({(index * 137.508) % 360:.0f}, 55%, 60%)"
+def kernel_colours(n: int) -> tuple[str, ...]:
+    """The colours of kernels 0..n-1 (deterministic): the palette, then hues spread by the golden
+    angle at three lightnesses, as #rrggbb (every SVG renderer reads it), each unlike all before it
+    and unlike the input and dropped-node fills."""
+    out = list(PALETTE[:n])
+    seen = {*out, INPUT_COLOUR, DROPPED_COLOUR}
+    for k in range(len(out), n):
+        hue, light = (k * _GOLDEN_ANGLE) % 360, (0.55, 0.68, 0.62)[k % 3]
+        for step in range(360 * 6):  # taken: the next degree of hue, then a little lighter
+            r, g, b = colorsys.hls_to_rgb(((hue + step) % 360) / 360, light + 0.02 * (step // 360), 0.6)
+            colour = f"#{round(r * 255):02x}{round(g * 255):02x}{round(b * 255):02x}"
+            if colour not in seen:
+                break
+        seen.add(colour)
+        out.append(colour)
+    return tuple(out)
 
 
 def _text(x, y, s, size=11, anchor="start", extra="") -> str:
@@ -54,9 +74,10 @@ def timeline_svg(series: list[int], kernels: list[str], m_star: int, plan_peak: 
         out.append(f'<line x1="{left - 4}" x2="{left + pw}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#eee"/>')
         out.append(_text(left - 6, y(v) + 4, human_bytes(v), 10, "end"))
     every = max(1, n // 24)
+    colours = kernel_colours(len(series))
     for k, v in enumerate(series):
         name = kernels[k] if k < len(kernels) else f"step{k}"
-        colour = kernel_colour(k)
+        colour = colours[k]
         out.append(
             f'<rect class="live" x="{left + k * bw + 1:.1f}" y="{y(v):.1f}" width="{max(bw - 2, 1):.1f}" '
             f'height="{top + ph - y(v):.1f}" fill="{colour}" fill-opacity="0.75">'
@@ -86,8 +107,10 @@ def _short(s: str, n: int = 20) -> str:
 
 
 def fusion_graph_svg(data: dict) -> str:
-    """The IR nodes as a layered DAG, each filled with its kernel's colour; inputs grey."""
+    """The IR nodes as a layered DAG, each filled with its kernel's colour (legend on top,
+    the kernel named in each box's corner); graph inputs grey, dropped nodes white and dashed."""
     kernel_index = {k["name"]: i for i, k in enumerate(data.get("kernels", []))}
+    colours = kernel_colours(len(kernel_index))
     names = [i["name"] for i in data.get("inputs", [])] + [n["buffer"] for n in data.get("nodes", [])]
     info = {n["buffer"]: n for n in data.get("nodes", [])}
     edges = [(r, n["buffer"]) for n in data.get("nodes", []) for r in n.get("reads", []) if r in set(names)]
@@ -98,34 +121,37 @@ def fusion_graph_svg(data: dict) -> str:
     pos = place(names, edges, dx=bw + 24, dy=bh + 46)
     width = max((p.x for p in pos.values()), default=0) + bw / 2 + 20
     height = max((p.y for p in pos.values()), default=0) + bh / 2 + 20
-    legend_h = 22 * (1 + (len(kernel_index) - 1) // 5) if kernel_index else 0
     width = max(width, 5 * 150 + 20)
+    labels = {kname: f"{kname} ({data['kernels'][k]['kind']})" for kname, k in kernel_index.items()}
+    col_w = max([150, *(24 + 6.2 * len(t) for t in labels.values())])  # ~6.2 px per character at 10 px
+    per_row = max(1, int((width - 20) // col_w))
+    legend_h = 22 * (1 + (len(kernel_index) - 1) // per_row) if kernel_index else 0
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="fusion-graph" width="{width:.0f}" '
            f'height="{height + legend_h:.0f}" viewBox="0 0 {width:.0f} {height + legend_h:.0f}">',
            '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerUnits="userSpaceOnUse" markerWidth="9" markerHeight="9" '
            'orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#666"/></marker></defs>']
-    for i, (kname, k) in enumerate(kernel_index.items()):
-        lx, ly = 10 + 150 * (i % 5), 6 + 22 * (i // 5)
-        out.append(f'<rect x="{lx}" y="{ly}" width="14" height="14" fill="{kernel_colour(k)}"/>')
-        kind = data["kernels"][k]["kind"]
-        out.append(_text(lx + 18, ly + 11, f"{kname} ({kind})", 10))
+    for i, (kname, k) in enumerate(kernel_index.items()):  # the legend: each kernel's swatch, as its nodes are filled
+        lx, ly = 10 + col_w * (i % per_row), 6 + 22 * (i // per_row)
+        out.append(f'<rect class="legend" data-kernel="{escape(kname)}" x="{lx:.0f}" y="{ly}" width="14" height="14" '
+                   f'fill="{colours[k]}" fill-opacity="{NODE_OPACITY}" stroke="#333"/>')
+        out.append(_text(lx + 18, ly + 11, labels[kname], 10))
     out.append(f'<g transform="translate(0 {legend_h})">')
     for a, b in edges:
         pa, pb = pos[a], pos[b]
         ka, kb = info.get(a, {}).get("kernel"), info.get(b, {}).get("kernel")
         inside = ka is not None and ka == kb
-        colour = kernel_colour(kernel_index[ka]) if inside else "#888"
+        colour = colours[kernel_index[ka]] if inside else "#888"
         out.append(f'<line x1="{pa.x:.1f}" y1="{pa.y + bh / 2:.1f}" x2="{pb.x:.1f}" y2="{pb.y - bh / 2:.1f}" '
                    f'stroke="{colour}" stroke-width="{2.5 if inside else 1.2}" marker-end="url(#arrow)"/>')
     for name in names:
         p = pos[name]
         node = info.get(name)
         x, y = p.x - bw / 2, p.y - bh / 2
+        k = node.get("kernel") if node is not None else None
         if node is None:
             fill, label2, title, cls = INPUT_COLOUR, "input", f"graph input {name}", "input"
         else:
-            k = node.get("kernel")
-            fill = kernel_colour(kernel_index[k]) if k in kernel_index else "#ffffff"
+            fill = colours[kernel_index[k]] if k in kernel_index else DROPPED_COLOUR
             origins = ", ".join(node.get("origins", [])) or "-"
             label2 = _short(f"{node['op']}: {origins}")
             title = f"{name} ({node['op']}, {node['kind']}) in {k or 'no kernel (dropped)'}; ATen: {origins}"
@@ -133,9 +159,11 @@ def fusion_graph_svg(data: dict) -> str:
         dash = ' stroke-dasharray="4,3"' if node is not None and node.get("kernel") is None else ""
         out.append(f'<g class="{escape(cls)}" data-buffer="{escape(name)}"><title>{escape(title)}</title>'
                    f'<rect x="{x:.1f}" y="{y:.1f}" width="{bw}" height="{bh}" rx="6" fill="{fill}" '
-                   f'fill-opacity="0.85" stroke="#333"{dash}/>')
+                   f'fill-opacity="{NODE_OPACITY}" stroke="#333"{dash}/>')
         out.append(_text(p.x, p.y - 3, _short(name, 18), 11, "middle", 'font-weight="bold"'))
         out.append(_text(p.x, p.y + 12, label2, 9, "middle"))
+        if k in kernel_index:  # the kernel's name in the box's corner: readable whatever the colours
+            out.append(_text(x + bw - 4, y + 10, k.replace("kernel", "k"), 8, "end", 'class="kernel-tag"'))
         out.append("</g>")
     out.append("</g></svg>")
     return "\n".join(out)
