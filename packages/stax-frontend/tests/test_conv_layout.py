@@ -57,11 +57,11 @@ def test_training_saves_activations_channels_last(monkeypatch):
     """A training step: values, output strides and gradients as eager's; the forward graph
     returns its saved activations NHWC and says so to AOTAutograd (without the report the
     backward graph would be compiled for NCHW and copy every saved activation back)."""
-    from stax.frontend.lowering import conv_layout
+    from stax.frontend import aot
 
     reported = []
-    real = conv_layout.report_output_strides
-    monkeypatch.setattr(conv_layout, "report_output_strides",
+    real = aot.report_output_strides
+    monkeypatch.setattr(aot, "report_output_strides",
                         lambda lowered: (reported.append(lowered.output_strides), real(lowered))[1])
     m, x = _model()
     m.train()

@@ -20,16 +20,17 @@ from . import debug, metrics, runtime
 from .config import Config
 from .cse import cse
 from .decompositions import decomposition_table
+from .eager_warnings import cause_of, warn_eager
 from .graph_lowering import GPU, lower, route
-from .lowering import conv_layout
 from .runtime import CompiledGraph, build_module, eager_callable, no_dynamo, resolve_runtime
 
 log = logging.getLogger("stax.frontend")
 
 
 @no_dynamo  # the backward is compiled inside loss.backward(), maybe in a compiled frame
-def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, kind: str, cfg: Config):
-    """Compile one ATen graph; on failure run it eagerly (unless cfg.strict)."""
+def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, kind: str, cfg: Config, input_strides=None):
+    """Compile one ATen graph; on failure run it eagerly (unless cfg.strict). `input_strides`:
+    compile for these input layouts (per placeholder) instead of the examples' (a variant)."""
     from stax.ir import ExternKernel
     from stax.sched import schedule as make_schedule
 
@@ -39,16 +40,20 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, kind: str, cfg: C
     try:
         target, device = route(gm, example_inputs, cfg)
         if target == GPU and (why := runtime.gpu_unavailable_reason()) is not None:
-            log.warning("stax: %s graph on %s needs stax-gpu (pip install 'stax-frontend[gpu]'), "
-                        "which is unavailable (%s); running it eagerly", kind, device, why)
+            msg = (f"stax: {kind} graph on {device} needs stax-gpu (pip install 'stax-frontend[gpu]'), "
+                   f"which is unavailable ({why}); running it eagerly")
+            log.warning("%s", msg)
+            warn_eager("stax-gpu unavailable: " + why, msg)
             metrics.record(graphs_no_backend=1, compile_time_s=time.perf_counter() - t0)
             return eager_callable(gm)
         cse(gm)
-        lowered = lower(gm, example_inputs, cfg, target, device, kind=kind)
+        lowered = lower(gm, example_inputs, cfg, target, device, kind=kind, input_strides=input_strides)
         sched = make_schedule(lowered.graph, scheduler_policy(target)) if lowered.graph.nodes else None
         module = build_module(lowered, sched, resolve_runtime(cfg.runtime), target, device)
-        compiled = CompiledGraph(lowered, module, device)
-        conv_layout.report_output_strides(lowered)  # saved activations kept channels-last
+        variant = functools.partial(compile_graph, gm, example_inputs, kind=kind, cfg=cfg)
+        compiled = CompiledGraph(lowered, module, device, respecialize=lambda strides: variant(input_strides=strides))
+        if input_strides is None:
+            report_output_strides(lowered)
     except Exception as e:  # noqa: BLE001 - never crash where eager works
         if cfg.debug:
             debug.dump(cfg, kind, gm, lowered, sched, module, error=e)
@@ -58,7 +63,9 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, kind: str, cfg: C
             write_report(cfg, kind, gm, lowered, sched, module, error=e)
         if cfg.strict:
             raise
-        log.warning("stax: could not compile %s graph (%s: %s); running it eagerly", kind, type(e).__name__, e)
+        msg = f"stax: could not compile {kind} graph ({type(e).__name__}: {e}); running it eagerly"
+        log.warning("%s", msg)
+        warn_eager(cause_of(e), msg)
         metrics.record(graphs_failed=1, compile_time_s=time.perf_counter() - t0)
         return eager_callable(gm)
     n_kernels = sum(1 for k in sched.kernels if k.kind != "extern") if sched else 0
@@ -81,6 +88,15 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, kind: str, cfg: C
 
         write_report(cfg, kind, gm, lowered, sched, module)
     return compiled
+
+
+def report_output_strides(lowered) -> None:
+    """Tell AOTAutograd the strides the compiled forward graph really returns: it compiles the
+    backward graph for the saved tensors' real layouts (channels-last activations, expands
+    stored dense), not for the traced ones. Outside a forward compile there is no list to fill."""
+    tc = torch._guards.TracingContext.try_get()
+    if tc is not None and tc.output_strides is not None:
+        tc.output_strides.extend(lowered.output_strides)
 
 
 def scheduler_policy(target: str):

@@ -193,6 +193,8 @@ def _conform(t: torch.Tensor, out, bufs, fresh: bool = False) -> torch.Tensor:
     """Make `t` own its memory and have the promised strides (size-1 dims free).
     `fresh`: the op never returns (a view of) an input: skip the aliasing check."""
     sizes, strides = out
+    if t._is_zerotensor():  # no storage to hand on: real zeros in the promised layout
+        return torch.empty_strided(sizes, strides, dtype=t.dtype, device=t.device).zero_()
     ok = (t.stride() == strides and t.shape == sizes) or (  # (exact: the common case, one comparison each)
         tuple(t.shape) == tuple(sizes) and all(n == 1 or a == b for n, a, b in zip(sizes, t.stride(), strides)))
     if ok and (fresh or not _shares_storage(t, bufs)):

@@ -48,7 +48,12 @@ log = logging.getLogger("stax.frontend")
 
 
 class GraphUnsupported(NotImplementedError):
-    """The whole graph cannot be compiled by Stax (e.g. symbolic shapes); run it eagerly."""
+    """The whole graph cannot be compiled by Stax (e.g. symbolic shapes); run it eagerly.
+    `cause`: a short name of the reason, shared by every graph it stops (one warning each)."""
+
+    def __init__(self, message: str, cause: str | None = None):
+        super().__init__(message)
+        self.cause = cause
 
 
 @dataclass(frozen=True)
@@ -73,9 +78,9 @@ class LoweredGraph:
     fallback_ops: Counter = field(default_factory=Counter)
     extern_ops: Counter = field(default_factory=Counter)
     materialized: Counter = field(default_factory=Counter)
-    # per FX output, the strides the forward graph really returns, when a saved-for-backward
-    # output kept a layout other than the traced one (reported to AOTAutograd); else None
-    output_strides: list | None = None
+    # per FX output, the strides the compiled graph really returns (None: not a tensor), reported
+    # to AOTAutograd so that the backward graph is compiled for the saved tensors' real layouts
+    output_strides: list = field(default_factory=list)
 
 
 def is_dense(sizes, strides) -> bool:
@@ -89,15 +94,22 @@ def is_dense(sizes, strides) -> bool:
     return True
 
 
+def non_overlapping(sizes, strides) -> bool:
+    """No two indices share a memory location: with the dims sorted by stride, each stride
+    steps past the whole extent of the smaller ones (torch's own sufficient test)."""
+    if any(int(n) == 0 for n in sizes):
+        return True
+    extent = 0
+    for st, n in sorted((abs(int(st)), int(n)) for n, st in zip(sizes, strides) if int(n) != 1):
+        if st <= extent:
+            return False
+        extent += st * (n - 1)
+    return True
+
+
 def meta_strides(val) -> tuple:
     sizes, strides = tuple(val.shape), tuple(val.stride())
     return strides if is_dense(sizes, strides) else tuple(int(s) for s in contiguous_strides(sizes))
-
-
-def _traced_strides(item) -> tuple | None:
-    """The strides stax gives output `item` when it keeps the traced layout (None: not a tensor)."""
-    val = item.meta.get("val") if isinstance(item, torch.fx.Node) else None
-    return tuple(int(x) for x in meta_strides(val)) if isinstance(val, torch.Tensor) else None
 
 
 def same_view(sizes, strides, sizes2, strides2) -> bool:
@@ -140,8 +152,10 @@ class GraphLowering:
     (cpu for the GPU target only under config.device_override='gpu')."""
 
     def __init__(self, gm: torch.fx.GraphModule, example_inputs, cfg: Config, target: str = CPU,
-                 tensor_device: torch.device | None = None, kind: str | None = None):
+                 tensor_device: torch.device | None = None, kind: str | None = None, input_strides=None):
         self.gm = gm
+        # per placeholder, strides to compile for instead of the example's (None: the example's)
+        self.input_strides = list(input_strides) if input_strides is not None else [None] * len(example_inputs)
         self.kind = kind  # 'inference' | 'forward' | 'backward' (AOTAutograd's graph kind), None if unknown
         self.saved_positions: range = range(0)  # output positions only the backward graph reads (any layout will do)
         self.saved_nodes: set = set()  # the values at those positions, unless also returned elsewhere
@@ -276,13 +290,15 @@ class GraphLowering:
                 out.append(("reduction" if low.kind == REDUCTION else "pointwise", u))
         return out
 
-    def _placeholder(self, node, example):
+    def _placeholder(self, node, example, strides=None):
         if not isinstance(example, torch.Tensor):
-            raise GraphUnsupported(f"non-tensor graph input {node.name}={example!r} (symbolic shapes?)")
+            raise GraphUnsupported(f"non-tensor graph input {node.name}={example!r} (symbolic shapes?)",
+                                   cause="symbolic shapes")
         self._check_static(example)
         if example.device != self.tensor_device and not (example.device.type == "cpu" and example.dim() == 0):
             raise GraphUnsupported(f"input {node.name} is on {example.device}; the graph runs on {self.tensor_device}")
-        lay = Layout(self.device, to_stax(example.dtype), tuple(example.shape), tuple(example.stride()))
+        strides = tuple(example.stride()) if strides is None else tuple(strides)
+        lay = Layout(self.device, to_stax(example.dtype), tuple(example.shape), strides)
         self.inputs.append(InputBuffer(node.name, lay))
         return BufferView(self.builder, node.name, lay, lay)
 
@@ -290,7 +306,7 @@ class GraphLowering:
     def _check_static(t: torch.Tensor):
         for s in (*t.shape, *t.stride()):
             if not isinstance(s, int):
-                raise GraphUnsupported("symbolic shapes are not supported yet (Part Four)")
+                raise GraphUnsupported("symbolic shapes are not supported yet (Part Four)", cause="symbolic shapes")
 
     def check_device(self, device) -> None:
         """A tensor created or moved to `device` inside the graph must stay on the graph's device."""
@@ -350,7 +366,7 @@ class GraphLowering:
         return value
 
     def run(self) -> LoweredGraph:
-        examples = iter(self.example_inputs)
+        examples = iter(zip(self.example_inputs, self.input_strides))
         out_node = None
         last = next(iter(reversed(self.gm.graph.nodes)), None)
         if last is not None and last.op == "output":  # outputs only the backward graph reads
@@ -361,7 +377,7 @@ class GraphLowering:
         for node in self.gm.graph.nodes:
             self.current = node
             if node.op == "placeholder":
-                self.env[node] = self._placeholder(node, next(examples))
+                self.env[node] = self._placeholder(node, *next(examples))
             elif node.op == "get_attr":
                 self.env[node] = self._get_attr(node)
             elif node.op == "call_function":
@@ -389,7 +405,6 @@ class GraphLowering:
                 graph_outputs.append(name)
             return graph_outputs.index(name)
 
-        strides_out: list = [None] * len(items)
         for k, item in enumerate(items):
             if not isinstance(item, torch.fx.Node):
                 specs.append(OutputSpec("const", value=item))
@@ -402,8 +417,7 @@ class GraphLowering:
             want = meta_strides(val) if isinstance(val, torch.Tensor) else None
             if k in self.saved_positions and isinstance(tv, BufferView) and tv.is_whole_buffer() and tv.buffer not in input_pos \
                     and want is not None and not same_view(tv.sizes, tv.strides, tv.sizes, want):
-                strides_out[k] = tuple(tv.strides)  # a channels-last activation saved as it is
-                want = None
+                want = None  # a channels-last activation saved as it is (its real strides are reported)
             if isinstance(tv, BufferView):
                 view = (tv.sizes, want if want is not None and same_view(tv.sizes, tv.strides, tv.sizes, want) else tv.strides, tv.offset)
                 pos = input_pos.get(tv.buffer)
@@ -429,15 +443,25 @@ class GraphLowering:
         return LoweredGraph(
             graph, [n.name for n in self.gm.graph.nodes if n.op == "placeholder"], self.extra_inputs, specs,
             is_tuple, self.fallback_ops, self.extern_ops, self.materialized,
-            output_strides=[s if s is not None else _traced_strides(i) for s, i in zip(strides_out, items)]
-            if any(s is not None for s in strides_out) else None,
+            output_strides=[self._real_strides(graph, spec) for spec in specs],
         )
+
+    def _real_strides(self, graph: Graph, spec: OutputSpec) -> tuple | None:
+        """The strides output `spec` has at run time (None: not a tensor)."""
+        if spec.kind == "const":
+            return None
+        if spec.view is not None:
+            return tuple(int(s) for s in spec.view[1])
+        if spec.kind == "input":
+            return tuple(int(s) for s in self.inputs[spec.index].layout.strides)
+        return tuple(int(s) for s in graph.buffer_layout(graph.outputs[spec.index]).strides)
 
 
 def lower(gm: torch.fx.GraphModule, example_inputs, cfg: Config, target: str = CPU,
-          tensor_device: torch.device | None = None, kind: str | None = None) -> LoweredGraph:
+          tensor_device: torch.device | None = None, kind: str | None = None, input_strides=None) -> LoweredGraph:
     """Lower one ATen FX graph into a stax.ir.Graph (plus how to rebuild its outputs)
     for code generation target `target` ('cpu' or 'gpu'); `kind` is AOTAutograd's name
-    for the graph ('inference', 'forward', 'backward'), None when unknown."""
-    return GraphLowering(gm, example_inputs, cfg, target, tensor_device, kind).run()
+    for the graph ('inference', 'forward', 'backward'), None when unknown; `input_strides`
+    (per placeholder, None entries: the example's) compiles for other input layouts."""
+    return GraphLowering(gm, example_inputs, cfg, target, tensor_device, kind, input_strides).run()
 

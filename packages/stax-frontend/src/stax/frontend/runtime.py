@@ -2,7 +2,9 @@
 runtime (debug), and the boxed wrapper AOTAutograd calls.
 
 The wrapper checks inputs against the layouts the code was compiled for (a
-mismatch is re-strided by a copy, with a log line, never read wrongly), appends
+mismatch is re-strided by a copy into the compiled layout, with a log line; where that
+layout overlaps itself (an expand) the call goes to a variant compiled for the input's
+own non-overlapping layout instead: never a copy into an overlapping layout), appends
 constant tensors, runs the module, and rebuilds the FX outputs — including
 aliases of inputs and views of outputs, returned as real views like eager.
 """
@@ -21,7 +23,7 @@ from stax.ir.interpreter import run_node
 
 from .dtypes import TO_TORCH, to_stax, to_torch
 from .fallback import kernel_table, reinterpret
-from .graph_lowering import LoweredGraph
+from .graph_lowering import LoweredGraph, non_overlapping
 
 log = logging.getLogger("stax.frontend")
 
@@ -216,13 +218,20 @@ def build_module(lowered: LoweredGraph, schedule, runtime: str, target: str = "c
     return compile_schedule(schedule, allocator=TorchAllocator(), extern_kernels=extern)
 
 
+_MAX_VARIANTS = 4  # past these, other layouts are copied contiguous (the dense variant serves them)
+
+
 class CompiledGraph:
     """The boxed callable AOTAutograd runs: `f(args: list) -> list of outputs`."""
 
     _boxed_call = True
 
-    def __init__(self, lowered: LoweredGraph, module, device=None):
+    def __init__(self, lowered: LoweredGraph, module, device=None, respecialize: Callable | None = None):
         self.module = module
+        # strides per input -> a boxed callable compiled for them (for inputs whose compiled
+        # layout overlaps itself and whose runtime layout differs): built on first need
+        self._respecialize = respecialize
+        self._variants: dict[tuple, Callable] = {}
         # the module's entry without its own input checks where it has one: _conform_inputs has
         # checked (or re-strided) every input, and the extras are ours (~0.5 us per input per call)
         self._call = getattr(module, "call_unchecked", None) or module.call
@@ -236,6 +245,7 @@ class CompiledGraph:
             (tuple(int(s) for s in lay.sizes), tuple(int(s) for s in lay.strides), to_torch(lay.dtype))
             for lay in self.inputs
         ]
+        self._overlapping = tuple(not non_overlapping(sizes, strides) for sizes, strides, _ in self._expect)
         # precomputed for the per-call path: no seeds -> one constant list of extras;
         # outputs that are exactly the module's outputs in order -> returned as they are
         self._static_extras = None if any(kind == "seed" for kind, _ in self.extras) else [t for _, t in self.extras]
@@ -247,7 +257,8 @@ class CompiledGraph:
         self._returned_inputs = tuple(sorted({spec.index for spec in self.outputs if spec.kind == "input"}))
 
     def _conform_inputs(self, inputs: list):
-        """Every input as compiled (one comparison per property); else the careful path."""
+        """Every input as compiled (one comparison per property); else the careful path.
+        Returns the callable to run: this graph, or a variant compiled for other strides."""
         device = self.device
         for t, (sizes, strides, dtype) in zip(inputs, self._expect):
             if not (
@@ -257,10 +268,11 @@ class CompiledGraph:
                 and t.stride() == strides
                 and t.device == device
             ):
-                self._conform_slow(inputs)
-                return
+                return self._conform_slow(inputs)
+        return self
 
     def _conform_slow(self, inputs: list):
+        variant = [None] * len(self._expect)  # strides a variant is compiled for, per input
         for k, (t, (sizes, strides, dtype)) in enumerate(zip(inputs, self._expect)):
             if not isinstance(t, torch.Tensor):
                 raise TypeError(f"stax: input {self.input_names[k]} should be a tensor, got {type(t).__name__}")
@@ -272,11 +284,32 @@ class CompiledGraph:
                 )
             if tuple(t.shape) != sizes:
                 raise ValueError(f"stax: input {self.input_names[k]} has shape {tuple(t.shape)}; compiled for {sizes}")
-            if tuple(t.stride()) != strides and any(n != 1 and a != b for n, a, b in zip(sizes, t.stride(), strides)):
-                log.info("stax: re-striding input %s from %s to %s", self.input_names[k], t.stride(), strides)
-                r = torch.empty_strided(sizes, strides, dtype=dtype, device=self.device)
-                r.copy_(t)
-                inputs[k] = r
+            if tuple(t.stride()) == strides or all(n == 1 or a == b for n, a, b in zip(sizes, t.stride(), strides)):
+                continue
+            if self._overlapping[k]:  # copying into it would write one location twice
+                if not non_overlapping(sizes, t.stride()) or len(self._variants) >= _MAX_VARIANTS:
+                    t = inputs[k] = t.contiguous()
+                variant[k] = tuple(t.stride())
+                continue
+            log.info("stax: re-striding input %s from %s to %s", self.input_names[k], t.stride(), strides)
+            r = torch.empty_strided(sizes, strides, dtype=dtype, device=self.device)
+            r.copy_(t)
+            inputs[k] = r
+        if all(v is None for v in variant):
+            return self
+        return self._variant(tuple(variant))
+
+    def _variant(self, strides: tuple) -> Callable:
+        """The graph compiled for `strides` (per input; None: as compiled), built once."""
+        fn = self._variants.get(strides)
+        if fn is None:
+            if self._respecialize is None:
+                raise RuntimeError(f"stax: inputs with strides {strides} differ from the compiled overlapping layouts")
+            names = [n for n, st in zip(self.input_names, strides) if st is not None]
+            log.info("stax: compiling a variant for inputs %s with strides %s", names, [st for st in strides if st])
+            fn = self._variants[strides] = self._respecialize(
+                [st if st is not None else exp[1] for st, exp in zip(strides, self._expect)])
+        return fn
 
     @no_dynamo
     def __call__(self, args: list):
@@ -285,7 +318,9 @@ class CompiledGraph:
         call), so a saved activation's memory is free for the graph's later buffers."""
         inputs = list(args)
         args.clear()
-        self._conform_inputs(inputs)
+        target = self._conform_inputs(inputs)
+        if target is not self:
+            return target(inputs)
         extras = self._static_extras
         if extras is None:
             extras = [_seed(self.device) if kind == "seed" else t for kind, t in self.extras]

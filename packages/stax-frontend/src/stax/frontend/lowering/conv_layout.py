@@ -9,7 +9,7 @@ declared channels-last, which the kernels after it read as such.
 
 A training forward graph also returns the activations saved for the backward graph: those
 keep their channels-last layout (`saved_outputs`), and the forward compiler reports every
-output's real strides to AOTAutograd (TracingContext.output_strides), which restrides the
+output's real strides to AOTAutograd (TracingContext.output_strides, aot.report_output_strides), which restrides the
 backward graph's inputs before compiling it (where no tracing context can take the report,
 forward graphs keep NCHW). In the backward graph convolution_backward runs NHWC too.
 """
@@ -65,7 +65,7 @@ def _stride_report():
 
 def saved_outputs(ctx, n_outputs: int) -> range:
     """Positions of a training forward graph's outputs that only the backward graph reads:
-    these may keep a channels-last layout (reported by `report_output_strides`)."""
+    these may keep a channels-last layout (reported by `aot.report_output_strides`)."""
     if ctx.kind != "forward" or not ctx.cfg.conv_channels_last or ctx.device != "cpu":
         return range(0)
     tc = _stride_report()
@@ -73,13 +73,6 @@ def saved_outputs(ctx, n_outputs: int) -> range:
         return range(*tc.fw_metadata.tensors_saved_for_backwards_slice.indices(n_outputs)) if tc else range(0)
     except (AttributeError, AssertionError):  # another torch's metadata: keep traced layouts
         return range(0)
-
-
-def report_output_strides(lowered) -> None:
-    """Tell AOTAutograd the strides the compiled forward graph returns (called once it compiled)."""
-    tc = _stride_report()
-    if lowered.output_strides is not None and tc is not None:
-        tc.output_strides.extend(lowered.output_strides)
 
 
 def preferred_strides(ctx, node: torch.fx.Node) -> tuple | None:

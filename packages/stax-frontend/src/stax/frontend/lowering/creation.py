@@ -117,6 +117,7 @@ LOWERINGS = table(POINTWISE, {
     aten.full: full,
     aten.scalar_tensor: scalar_tensor,
     aten.zeros: zeros,
+    aten._efficientzerotensor: zeros,  # a backward's "no gradient": real zeros (a ZeroTensor has no storage)
     aten.ones: ones,
     aten.empty: empty,
     aten.empty_strided: empty_strided,

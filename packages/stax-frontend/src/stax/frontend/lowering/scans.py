@@ -3,7 +3,9 @@
 time), the input inlined into the scan body.
 
 Like eager, cumsum / cumprod of integers and bools accumulate in int64 (or the `dtype`
-argument), half types in float32 with each prefix rounded to the result type.
+argument), half types in float32 with each prefix rounded to the result type, and on the
+CPU float32 in float64 (ATen's CPU accumulate type: a float32 running sum or log-sum-exp
+over a long row drifts by about n ulps, several times eager's error).
 """
 
 from __future__ import annotations
@@ -15,10 +17,16 @@ from stax.ir.index import pointwise_vars
 from ..tensor import TensorValue, lazy
 from ..views import Unsupported
 from .common import out_dtype
-from .reductions import _acc_dtype, _finish
+from .reductions import _finish
 from .registry import REDUCTION, table
 
 aten = torch.ops.aten
+
+
+def _scan_acc(ctx, want: dt.DType) -> dt.DType:
+    """The accumulator of a floating scan: ATen's acc_type (float64 for float32 on the CPU)."""
+    acc = dt.compute_dtype(want)
+    return dt.float64 if acc == dt.float32 and ctx.device == "cpu" else acc
 
 
 def scan(ctx, x: TensorValue, dim: int, scan_type: str, acc: dt.DType):
@@ -40,7 +48,7 @@ def _cumulative(scan_type):
         want = out_dtype(node)
         if x.ndim == 0:
             return _scalar(ctx, x, want)
-        acc = _acc_dtype(want) if want.is_floating else want
+        acc = _scan_acc(ctx, want) if want.is_floating else want
         return _finish(ctx, scan(ctx, x, dim, scan_type, acc), want)
 
     return low
@@ -66,7 +74,7 @@ def logcumsumexp(ctx, node, x, dim):
         raise Unsupported("logcumsumexp of integers")
     if x.ndim == 0:
         return _scalar(ctx, x, want)
-    return _finish(ctx, scan(ctx, x, dim, "logcumsumexp", dt.compute_dtype(want)), want)
+    return _finish(ctx, scan(ctx, x, dim, "logcumsumexp", _scan_acc(ctx, want)), want)
 
 
 LOWERINGS = table(REDUCTION, {
