@@ -8,7 +8,6 @@ or the interpreter) -> boxed wrapper; plus metrics and the debug dump.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 import time
@@ -117,23 +116,11 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs, cfg: Config):
     def compiler(kind):
         return functools.partial(compile_graph, kind=kind, cfg=cfg)
 
-    with _attention_backends(example_inputs):  # the joint forward/backward is traced in here
-        return aot_module_simplified(
-            gm,
-            example_inputs,
-            fw_compiler=compiler("forward"),
-            bw_compiler=compiler("backward"),
-            inference_compiler=compiler("inference"),
-            decompositions=decomposition_table(),
-        )
-
-
-def _attention_backends(example_inputs):
-    """On cuda, trace scaled_dot_product_attention through its math form (bmm externs +
-    a native softmax): the fused cuda kernels return RNG state on the meta device and as
-    uint64, which the IR cannot carry yet. CPU keeps the flash-attention extern."""
-    if not any(isinstance(t, torch.Tensor) and t.device.type == "cuda" for t in example_inputs):
-        return contextlib.nullcontext()
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    return sdpa_kernel([SDPBackend.MATH])
+    return aot_module_simplified(
+        gm,
+        example_inputs,
+        fw_compiler=compiler("forward"),
+        bw_compiler=compiler("backward"),
+        inference_compiler=compiler("inference"),
+        decompositions=decomposition_table(),
+    )

@@ -7,6 +7,10 @@ literals: `args` / `kwargs` templates in which tensor arguments are "$t<k>",
 one of the node's input buffers, and `out` the layout the caller guarantees.
 An op with several outputs is one ExternKernel returning a tuple (zero-size
 placeholder layout) plus one `stax.getitem` node per output actually used.
+An output no Stax kernel can hold — RNG state an attention kernel returns for its
+backward (uint64, or a meta-device tensor at trace time) — is an opaque value: a
+placeholder buffer whose runtime value is a carrier of the object, which only other
+library calls read ("$o<k>" argument slots).
 
 At run time `kernel_table(graph)` maps each kernel name to a Python callable
 (*input_buffers, **constants) -> torch.Tensor (or tuple), as stax.cpu expects.
@@ -21,13 +25,26 @@ import torch
 from stax.ir import ExternKernel, Graph, Layout
 from stax.ir import dtypes as dt
 
-from .dtypes import to_stax
-from .tensor import BufferView, TensorValue
+from .dtypes import TO_STAX, to_stax
+from .tensor import BufferView, OpaqueView, TensorValue
 
 log = logging.getLogger("stax.frontend.fallback")
 
 GETITEM = "stax.getitem"
 _TUPLE_LAYOUT_DTYPE = dt.uint8
+OPAQUE = "opaque"  # the `out` constant of a call whose result is an opaque value
+
+
+def is_opaque_val(val) -> bool:
+    """A traced value Stax cannot hold in a buffer but library calls pass on: a meta-device
+    tensor (attention RNG state at trace time) or one of an unsigned dtype Stax lacks."""
+    return isinstance(val, torch.Tensor) and (val.device.type == "meta" or (
+        val.dtype not in TO_STAX and val.dtype in (torch.uint16, torch.uint32, torch.uint64)))
+
+
+def placeholder_layout(ctx) -> Layout:
+    """The zero-size layout of a tuple result or an opaque value."""
+    return Layout(ctx.device, _TUPLE_LAYOUT_DTYPE, (0,), (1,))
 
 _ENUMS = {
     "dtype": (torch.dtype, lambda n: getattr(torch, n)),
@@ -47,6 +64,9 @@ def _enum_name(x) -> str:
 
 def encode(ctx, obj, tensors: list):
     """Replace tensors by '$t<k>' (appending them to `tensors`) and torch enums by '$kind:name'."""
+    if isinstance(obj, OpaqueView):
+        tensors.append(obj)
+        return f"$o{len(tensors) - 1}"
     if isinstance(obj, TensorValue):
         tensors.append(ctx.realize(obj, "rule0:extern_input"))
         return f"$t{len(tensors) - 1}"
@@ -69,6 +89,8 @@ def decode(obj, tensors):
         head, _, rest = obj[1:].partition(":")
         if head.startswith("t") and not rest:
             return tensors[int(head[1:])]
+        if head.startswith("o") and not rest:
+            return tensors[int(head[1:])].stax_items[0]
         if head == "str":
             return rest
         return _ENUMS[head][1](rest)
@@ -125,7 +147,10 @@ def call_aten(ctx, node, args, kwargs, fallback: bool, out_strides=None):
         ctx.extern_ops[name] += 1
     if val is None:  # an op run for its effect (e.g. _assert_async): an empty placeholder result
         constants.append(("out", None))
-        return ctx.add_extern(kernel, Layout(ctx.device, _TUPLE_LAYOUT_DTYPE, (0,), (1,)), inputs, constants, fallback)
+        return ctx.add_extern(kernel, placeholder_layout(ctx), inputs, constants, fallback)
+    if is_opaque_val(val):
+        constants.append(("out", OPAQUE))
+        return opaque_view(ctx, ctx.add_extern(kernel, placeholder_layout(ctx), inputs, constants, fallback))
     if isinstance(val, torch.Tensor):
         lay = _layout_of(ctx, val)
         if out_strides is not None:
@@ -134,11 +159,16 @@ def call_aten(ctx, node, args, kwargs, fallback: bool, out_strides=None):
         buf = ctx.add_extern(kernel, lay, inputs, constants, fallback)
         return BufferView(ctx.builder, buf, lay, lay)
     if isinstance(val, (list, tuple)) and all(v is None or isinstance(v, (torch.Tensor, int)) for v in val):
-        placeholder = Layout(ctx.device, _TUPLE_LAYOUT_DTYPE, (0,), (1,))
-        buf = ctx.add_extern(kernel, placeholder, inputs, constants, fallback)
+        buf = ctx.add_extern(kernel, placeholder_layout(ctx), inputs, constants, fallback)
         per_item = out_strides or [None] * len(val)
         return ExternTuple(ExternItem(ctx, buf, k, v, st) for k, (v, st) in enumerate(zip(val, per_item)))
     raise GraphUnsupported(f"{kernel} returns {type(val).__name__}, not tensors")
+
+
+def opaque_view(ctx, buf: str) -> OpaqueView:
+    lay = placeholder_layout(ctx)
+    ctx.opaque.add(buf)
+    return OpaqueView(ctx.builder, buf, lay, lay)
 
 
 def _sizes_strides(lay: Layout):
@@ -155,6 +185,10 @@ class ExternItem:
     def get(self):
         if not isinstance(self.val, torch.Tensor):  # None, or an int output (static: a literal)
             return self.val
+        if self._view is None and is_opaque_val(self.val):
+            consts = (("index", self.k), ("out", OPAQUE))
+            self._view = opaque_view(self.ctx, self.ctx.add_extern(
+                GETITEM, placeholder_layout(self.ctx), (self.tuple_buf,), consts, False))
         if self._view is None:
             lay = _layout_of(self.ctx, self.val)
             if self.strides is not None:
@@ -226,6 +260,9 @@ def _template(obj) -> Callable:
     if isinstance(obj, str) and obj[:2] == "$t" and obj[2:].isdigit():
         k = int(obj[2:])
         return lambda tensors: tensors[k]
+    if isinstance(obj, str) and obj[:2] == "$o" and obj[2:].isdigit():
+        k = int(obj[2:])
+        return lambda tensors: tensors[k].stax_items[0]
     return _constant(decode(obj, ()))
 
 
@@ -267,9 +304,11 @@ def aten_kernel(kernel: str, fresh: bool = False) -> Callable:
         tensors = plan.tensors(bufs)
         result = op(*plan.args(tensors), **{k: f(tensors) for k, f in plan.kwargs})
         if out is None:
-            return _carrier((), bufs)
+            return _carrier((), _device_of(bufs))
         if out is False:
-            return _carrier(tuple(result), bufs)
+            return _carrier(tuple(result), _device_of(bufs))
+        if out == OPAQUE:
+            return carry(result, _device_of(bufs))
         return _conform(result, out, bufs, fresh)
 
     def call(*bufs, args=(), kwargs=(), views=(), out=False):
@@ -297,15 +336,36 @@ def aten_kernel(kernel: str, fresh: bool = False) -> Callable:
     return call
 
 
-def _carrier(items: tuple, bufs) -> torch.Tensor:
+def _device_of(bufs):
+    return next((b.device for b in bufs if isinstance(b, torch.Tensor)), None)
+
+
+def _carrier(items: tuple, device) -> torch.Tensor:
     """A zero-size uint8 tensor (the placeholder layout) carrying a multi-output result."""
-    device = next((b.device for b in bufs if isinstance(b, torch.Tensor)), None)
     t = torch.empty(0, dtype=torch.uint8, device=device)
     t.stax_items = items
     return t
 
 
+def carry(obj, device) -> torch.Tensor:
+    """An opaque value's runtime form: a carrier of the one object (RNG state, say)."""
+    t = _carrier((obj,), device)
+    t.stax_opaque = True
+    return t
+
+
+def is_opaque_carrier(t) -> bool:
+    return isinstance(t, torch.Tensor) and getattr(t, "stax_opaque", False)
+
+
+def uncarry(t):
+    """The object an opaque carrier holds; anything else as it is (what eager code expects)."""
+    return t.stax_items[0] if is_opaque_carrier(t) else t
+
+
 def getitem_kernel(tup, index, out):
+    if out == OPAQUE:
+        return carry(tup.stax_items[index], tup.device)
     return _conform(tup.stax_items[index], out, ())
 
 

@@ -38,10 +38,10 @@ from stax.ir.index import contiguous_strides, pointwise_vars, reduction_vars, va
 from . import materialize, read_order
 from .config import Config
 from .dtypes import to_stax
-from .fallback import ExternItem, lower_fallback
+from .fallback import ExternItem, is_opaque_val, lower_fallback, opaque_view
 from .lowering import conv_layout, lookup
 from .lowering.registry import BUFFER, REDUCTION, VIEW
-from .tensor import BufferView, Builder, Lazy, TensorValue
+from .tensor import BufferView, Builder, Lazy, OpaqueView, TensorValue
 from .views import Unsupported
 
 log = logging.getLogger("stax.frontend")
@@ -81,6 +81,8 @@ class LoweredGraph:
     # per FX output, the strides the compiled graph really returns (None: not a tensor), reported
     # to AOTAutograd so that the backward graph is compiled for the saved tensors' real layouts
     output_strides: list = field(default_factory=list)
+    # placeholders that are opaque values (RNG state for a library call; runtime: a carrier)
+    opaque_inputs: frozenset = frozenset()
 
 
 def is_dense(sizes, strides) -> bool:
@@ -117,6 +119,16 @@ def same_view(sizes, strides, sizes2, strides2) -> bool:
     return tuple(sizes) == tuple(sizes2) and all(
         n == 1 or a == b for n, a, b in zip(sizes, strides, strides2)
     )
+
+
+def _has_opaque(a) -> bool:
+    if isinstance(a, OpaqueView):
+        return True
+    if isinstance(a, (list, tuple)):
+        return any(_has_opaque(x) for x in a)
+    if isinstance(a, dict):
+        return any(_has_opaque(x) for x in a.values())
+    return False
 
 
 GPU, CPU = "gpu", "cpu"  # code generation targets: stax.gpu (Triton) or stax.cpu (C++)
@@ -175,6 +187,7 @@ class GraphLowering:
         self._indirect = 0
         self._streams = 0
         self.extra_inputs: list = []  # ('const', tensor) | ('seed', None), in graph input order
+        self.opaque: set[str] = set()  # buffers holding opaque values (fallback.OpaqueView)
         self.current: torch.fx.Node | None = None
 
     # ---- buffers -------------------------------------------------------------
@@ -295,6 +308,10 @@ class GraphLowering:
             raise GraphUnsupported(f"non-tensor graph input {node.name}={example!r} (symbolic shapes?)",
                                    cause="symbolic shapes")
         self._check_static(example)
+        if is_opaque_val(example):  # RNG state saved by the forward graph for a library call
+            view = opaque_view(self, node.name)
+            self.inputs.append(InputBuffer(node.name, view.layout))
+            return view
         if example.device != self.tensor_device and not (example.device.type == "cpu" and example.dim() == 0):
             raise GraphUnsupported(f"input {node.name} is on {example.device}; the graph runs on {self.tensor_device}")
         strides = tuple(example.stride()) if strides is None else tuple(strides)
@@ -342,6 +359,8 @@ class GraphLowering:
             item = args[0][args[1]]
             return item.get() if isinstance(item, ExternItem) else item
         low = lookup(node.target)
+        if low is not None and low.kind != BUFFER and _has_opaque((args, kwargs)):
+            low = None  # no Stax kernel reads an opaque value: the op runs as an ATen call
         if low is not None:
             try:
                 return low.fn(self, node, *args, **kwargs)
@@ -444,11 +463,12 @@ class GraphLowering:
             graph, [n.name for n in self.gm.graph.nodes if n.op == "placeholder"], self.extra_inputs, specs,
             is_tuple, self.fallback_ops, self.extern_ops, self.materialized,
             output_strides=[self._real_strides(graph, spec) for spec in specs],
+            opaque_inputs=frozenset(self.opaque & {i.name for i in self.inputs}),
         )
 
     def _real_strides(self, graph: Graph, spec: OutputSpec) -> tuple | None:
         """The strides output `spec` has at run time (None: not a tensor)."""
-        if spec.kind == "const":
+        if spec.kind == "const" or (spec.kind == "buffer" and graph.outputs[spec.index] in self.opaque):
             return None
         if spec.view is not None:
             return tuple(int(s) for s in spec.view[1])

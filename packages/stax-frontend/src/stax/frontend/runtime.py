@@ -22,7 +22,7 @@ from stax.ir import dtypes as dt
 from stax.ir.interpreter import run_node
 
 from .dtypes import TO_TORCH, to_stax, to_torch
-from .fallback import kernel_table, reinterpret
+from .fallback import carry, is_opaque_carrier, kernel_table, reinterpret, uncarry
 from .graph_lowering import LoweredGraph, non_overlapping
 
 log = logging.getLogger("stax.frontend")
@@ -246,6 +246,7 @@ class CompiledGraph:
             for lay in self.inputs
         ]
         self._overlapping = tuple(not non_overlapping(sizes, strides) for sizes, strides, _ in self._expect)
+        self._opaque = frozenset(k for k, name in enumerate(self.input_names) if name in lowered.opaque_inputs)
         # precomputed for the per-call path: no seeds -> one constant list of extras;
         # outputs that are exactly the module's outputs in order -> returned as they are
         self._static_extras = None if any(kind == "seed" for kind, _ in self.extras) else [t for _, t in self.extras]
@@ -274,6 +275,10 @@ class CompiledGraph:
     def _conform_slow(self, inputs: list):
         variant = [None] * len(self._expect)  # strides a variant is compiled for, per input
         for k, (t, (sizes, strides, dtype)) in enumerate(zip(inputs, self._expect)):
+            if k in self._opaque:  # RNG state from a forward graph that ran eagerly: carried as it is
+                if not is_opaque_carrier(t):
+                    inputs[k] = carry(t, self.device)
+                continue
             if not isinstance(t, torch.Tensor):
                 raise TypeError(f"stax: input {self.input_names[k]} should be a tensor, got {type(t).__name__}")
             if t.device != self.device and t.device.type == "cpu" and t.dim() == 0:
@@ -360,7 +365,7 @@ def eager_callable(gm: torch.fx.GraphModule) -> Callable:
 
     @no_dynamo
     def run(args: list):
-        a = list(args)
+        a = [uncarry(t) for t in args]  # opaque values from a compiled forward graph
         args.clear()
         return gm(*a)
 

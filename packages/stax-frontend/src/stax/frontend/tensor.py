@@ -22,6 +22,10 @@ from stax.ir.index import strided_index, sympify
 from stax.ir.ops import result_dtype
 
 
+class Unsupported(NotImplementedError):
+    """A lowering cannot handle these arguments; the node falls back to ATen (views.py re-exports it)."""
+
+
 class Builder:
     """Per-graph interning constructors for value nodes."""
 
@@ -118,6 +122,20 @@ class BufferView(TensorValue):
     def with_layout(self, sizes, strides, offset) -> BufferView:
         lay = Layout(self.device, self.dtype, tuple(sizes), tuple(strides), offset)
         return BufferView(self.builder, self.buffer, lay, self.base_layout)
+
+
+@dataclass(eq=False)
+class OpaqueView(BufferView):
+    """A value only library calls may touch: RNG state (uint64, meta-device tensors) that an
+    attention kernel returns for its backward. It lives in a zero-size placeholder buffer
+    whose runtime value is a carrier (`fallback.is_carrier`) holding the real object; a
+    computation or a view of it is unsupported (the op runs as an ATen call instead)."""
+
+    def load(self, idx) -> Value:
+        raise Unsupported(f"{self.buffer} is an opaque value (RNG state): only library calls read it")
+
+    def with_layout(self, sizes, strides, offset) -> BufferView:
+        return self.load(())
 
 
 @dataclass(eq=False)

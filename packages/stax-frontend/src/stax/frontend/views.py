@@ -15,11 +15,7 @@ import sympy
 from stax.ir import simplify_index
 from stax.ir.index import FloorDiv, ModularIndexing, contiguous_strides, strided_index, sympify, var
 
-from .tensor import BufferView, Lazy, TensorValue, lazy
-
-
-class Unsupported(NotImplementedError):
-    """A lowering cannot handle these arguments; the node falls back to ATen."""
+from .tensor import BufferView, Lazy, TensorValue, Unsupported, lazy
 
 
 def _view_vars(n: int):

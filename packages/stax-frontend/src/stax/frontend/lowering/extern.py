@@ -19,6 +19,14 @@ EXTERN_OPS = (
     aten.convolution_backward,
     aten._scaled_dot_product_flash_attention_for_cpu,
     aten._scaled_dot_product_flash_attention_for_cpu_backward,
+    # cuda attention, as eager's dispatcher picks it (_fused_sdp_choice runs while tracing);
+    # their philox seed / offset are opaque values carried to the backward call
+    aten._scaled_dot_product_flash_attention,
+    aten._scaled_dot_product_flash_attention_backward,
+    aten._scaled_dot_product_efficient_attention,
+    aten._scaled_dot_product_efficient_attention_backward,
+    aten._scaled_dot_product_cudnn_attention,
+    aten._scaled_dot_product_cudnn_attention_backward,
 )
 
 

@@ -1,0 +1,125 @@
+"""Opaque extern results (issue 20, item 1): RNG state a library kernel returns for its
+backward — uint64, a meta-device tensor at trace time, as cuda's flash / memory-efficient
+attention return philox seed and offset — flows from the forward graph to the backward's
+library call as an opaque value, while the pointwise work around the calls is Stax's.
+
+The library pair here is a custom op modelled on the attention kernels' contract: its
+forward returns (out, state) with `state` faked on the meta device, and its backward reads
+the state back. On CPU this exercises the same lowering and runtime path cuda attention takes.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import assert_same
+from stax.frontend import metrics
+
+_lib = torch.library.Library("stax_opaque_test", "DEF")  # noqa: TID251 - a test-only op namespace
+_lib.define("noisy(Tensor x, int seed) -> (Tensor, Tensor)")
+_lib.define("noisy_backward(Tensor grad, Tensor state) -> Tensor")
+
+
+def _noise(state: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    seed, offset = (int(v) for v in state.to(torch.int64))
+    g = torch.Generator().manual_seed(seed + offset)
+    return torch.rand(like.shape, generator=g, dtype=like.dtype)
+
+
+def _noisy(x, seed):
+    state = torch.tensor([seed, 7], dtype=torch.uint64)  # (seed, offset), as a philox state
+    return x * (1 + _noise(state, x)), state
+
+
+def _noisy_backward(grad, state):
+    return grad * (1 + _noise(state, grad))
+
+
+_lib.impl("noisy", _noisy, "CPU")
+_lib.impl("noisy_backward", _noisy_backward, "CPU")
+
+
+@torch.library.register_fake("stax_opaque_test::noisy", lib=_lib)
+def _noisy_fake(x, seed):
+    return torch.empty_like(x), torch.empty(2, dtype=torch.uint64, device="meta")
+
+
+@torch.library.register_fake("stax_opaque_test::noisy_backward", lib=_lib)
+def _noisy_backward_fake(grad, state):
+    return torch.empty_like(grad)
+
+
+def _setup_context(ctx, inputs, output):
+    ctx.save_for_backward(output[1])
+
+
+def _backward(ctx, grad, grad_state):
+    (state,) = ctx.saved_tensors
+    return torch.ops.stax_opaque_test.noisy_backward(grad, state), None
+
+
+torch.library.register_autograd("stax_opaque_test::noisy", _backward, setup_context=_setup_context, lib=_lib)
+
+
+def f(x):
+    y, _ = torch.ops.stax_opaque_test.noisy(x.sin() * 2, 1234)
+    return y.exp() + 1
+
+
+def _step(fn, x):
+    xs = x.detach().clone().requires_grad_()
+    y = fn(xs)
+    y.backward(torch.ones_like(y))
+    return y.detach(), xs.grad
+
+
+def test_rng_state_flows_forward_to_backward():
+    x = torch.randn(6, 7)
+    got = _step(torch.compile(f, backend="stax"), x)
+    assert_same(got, _step(f, x))
+    snap = metrics.snapshot()
+    assert snap.graphs_compiled == 2 and snap.graphs_failed == 0
+    assert snap.fallback_ops["stax_opaque_test.noisy.default"] == 1
+    assert snap.fallback_ops["stax_opaque_test.noisy_backward.default"] == 1
+    assert snap.kernels_generated >= 3  # sin*2 before, exp+1 after, the backward's pointwise work
+
+
+def test_opaque_value_read_by_a_computation_is_an_aten_call():
+    """A view or computation on the state cannot be a Stax kernel: it runs as ATen, its
+    result opaque too, and the library call reads that."""
+
+    def g(x):
+        y, state = torch.ops.stax_opaque_test.noisy(x, 99)
+        return torch.ops.stax_opaque_test.noisy_backward(y.cos(), state.clone()[:2]) * 3
+
+    x = torch.randn(3, 4)
+    assert_same(torch.compile(g, backend="stax")(x), g(x))
+    assert metrics.snapshot().fallback_ops["clone.default"] == 1
+
+
+def test_backward_after_an_eager_forward_takes_raw_state(monkeypatch):
+    """The backward graph compiled by Stax also takes a state that is not a carrier (its
+    forward graph ran eagerly): the module wraps it."""
+    from stax.frontend import aot
+    from stax.frontend.runtime import eager_callable
+
+    real = aot.compile_graph
+
+    def forward_eagerly(gm, example_inputs, *, kind, cfg, input_strides=None):
+        if kind == "forward":
+            return eager_callable(gm)
+        return real(gm, example_inputs, kind=kind, cfg=cfg, input_strides=input_strides)
+
+    monkeypatch.setattr(aot, "compile_graph", forward_eagerly)
+    x = torch.randn(5, 3)
+    assert_same(_step(torch.compile(f, backend="stax"), x), _step(f, x))
+    assert metrics.snapshot().graphs_compiled == 1
+
+
+@pytest.mark.parametrize("carrier", [True, False])
+def test_eager_backward_takes_carrier_or_raw_state(carrier):
+    from stax.frontend.fallback import carry, uncarry
+
+    state = torch.tensor([5, 7], dtype=torch.uint64)
+    value = carry(state, torch.device("cpu")) if carrier else state
+    assert uncarry(value) is state
