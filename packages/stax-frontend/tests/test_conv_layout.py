@@ -125,3 +125,31 @@ def test_an_activation_returned_and_saved_keeps_eager_strides_for_the_user():
     (r_ref.square().sum() + y_ref.sum()).backward()
     for p, q in zip(m.parameters(), m_ref.parameters()):
         assert_same(p.grad, q.grad, rtol=1e-4, atol=1e-4)
+
+
+def _pool_layouts(fn, x):
+    """The layouts of the Reduction buffers `fn` lowers to (inference graph of `x`)."""
+    from stax.frontend import lower
+    from stax.ir import ComputedBuffer, Reduction
+    from torch._decomp import core_aten_decompositions
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    gm = make_fx(fn, decomposition_table=core_aten_decompositions())(x)
+    graph = lower(gm, [x], config.current(), kind="inference").graph
+    return [tuple(int(s) for s in n.layout.strides) for n in graph.nodes
+            if isinstance(n, ComputedBuffer) and isinstance(n.body, Reduction)]
+
+
+@pytest.mark.parametrize("pool", ["max", "avg"])
+def test_pooling_keeps_channels_last(pool):
+    """A pooling of NHWC activations is stored NHWC, as eager's: stored NCHW, ResNet's max pool
+    wrote across channels and both of its readers (the next convolution, the residual add)
+    read it back through a transpose."""
+    op = F.max_pool2d if pool == "max" else F.avg_pool2d
+    fn = lambda x: op((x * 2).relu(), 3, 2, 1) + 1  # noqa: E731
+    x = torch.randn(2, 8, 9, 9).to(memory_format=torch.channels_last)
+    strides = _pool_layouts(fn, x)
+    assert strides and all(st[1] == 1 for st in strides), strides  # channels innermost
+    check(fn, x)
+    nchw = _pool_layouts(fn, x.contiguous())
+    assert nchw and all(st[-1] == 1 for st in nchw), nchw

@@ -437,16 +437,17 @@ class KernelEmitter:
         return t
 
     def _vector_bodies(self, lines: Lines, group: list[NodeLoops], plan: VecPlan, accs: list, store,
-                       hoisted: tuple | None = None) -> None:
+                       hoisted: tuple | None = None, known: dict | None = None) -> None:
         """One block of W lanes: reductions update their vector accumulators, the rest `store`.
-        `hoisted` = (lines before the loop, broadcast cache, scalar body writing there)."""
+        `hoisted` = (lines before the loop, broadcast cache, scalar body writing there);
+        `known` = per node, values computed before the reduction loops (VecBody.invariant)."""
         if hoisted is None:
             body = VecBody(self.ctx, lines, {}, plan, ScalarBody(self.ctx, lines, {}))
         else:
             body = VecBody(self.ctx, lines, {}, plan, hoisted[2], hoisted[:2])
         acc_of = {a.nl.node.name: a for a in accs}
         for nl in group:
-            name, is_vec = body.value(nl, nl.node.body.value)
+            name, is_vec = body.value(nl, nl.node.body.value, (known or {}).get(nl.node.name))
             if not nl.is_reduction:
                 store(body, nl, name, is_vec)
                 continue
@@ -524,9 +525,14 @@ class KernelEmitter:
 
         def vfull():
             accs = self.init_accs(lines, group, vector=True, scalar=False)
+            known = None
+            if not any(_intra_reads(group)):  # what the reduction loops do not change, computed once
+                outer = VecBody(self.ctx, lines, {}, plan, ScalarBody(self.ctx, lines, {}))
+                red = {loop_var(k) for k in range(npoint, n)}
+                known = {nl.node.name: outer.invariant(nl, nl.node.body.value, red) for nl in group}
             inner: list = []
             self.open_loops(lines, head.sizes, npoint, n, inner)
-            self._vector_bodies(lines, group, plan, accs, None)
+            self._vector_bodies(lines, group, plan, accs, None, known=known)
             self.close_loops(inner, len(inner))
             body = VecBody(self.ctx, lines, {}, plan, ScalarBody(self.ctx, lines, {}))
             for a in accs:

@@ -125,7 +125,7 @@ def _mergeable(exprs, a, b, size_b) -> bool:
 
 
 def _in_write_order(dims: list, write: sympy.Expr, loads: list) -> list:
-    """A pointwise node's dims, outer to inner, in the memory order of its output when every load
+    """A node's pointwise dims, outer to inner, in the memory order of its output when every load
     agrees with it: eager gives x.t().exp() x.t()'s strides (1, n), and in logical order its load
     and store would both step by n (a 2-D tiled nest); in write order they are one contiguous loop.
     A load strided along the output's inner dim (a real transpose) keeps the logical order: the
@@ -136,7 +136,7 @@ def _in_write_order(dims: list, write: sympy.Expr, loads: list) -> list:
         return dims
     inner = syms[order[-1]]
     for e in loads:  # contiguous along `inner`, or the same for all of it (a broadcast)
-        c = linear_coeffs(e, syms)
+        c = linear_coeffs(e, [inner])  # other dims may sit in clamps (a pooling window's padding)
         if c is None or c.get(inner, 0) not in (0, 1):
             return dims
     return [dims[k] for k in order]
@@ -155,9 +155,10 @@ def node_loops(node: ComputedBuffer, protect: int = 0, merge: bool = True) -> No
         dims += [(v, s, True) for v, s in zip(reduction_vars(len(rsizes)), rsizes)]
     zero = {v: sympy.Integer(0) for v, s, _ in dims if s == 1}
     dims = [d for d in dims if d[1] != 1]
-    if protect == 0 and not isinstance(body, Reduction | Scan):
+    if protect == 0 and not isinstance(body, Scan):  # a reduction's pointwise dims too (NHWC pooling)
         loads = [n.index.xreplace(zero) for n in walk(body.value) if isinstance(n, Load) and not n.indirect]
-        dims = _in_write_order(dims, node.write_index().xreplace(zero), loads)
+        point = [d for d in dims if not d[2]]
+        dims = _in_write_order(point, node.write_index().xreplace(zero), loads) + [d for d in dims if d[2]]
     rewrites = [zero] if zero else []
     exprs = [e.xreplace(zero) for e in body_indices(node)]
     if merge:

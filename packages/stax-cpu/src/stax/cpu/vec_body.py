@@ -204,10 +204,13 @@ class VecBody:
         self.hoisted = hoisted
 
     # values: names[id] = (c_name, is_vector)
-    def value(self, nl: NodeLoops, root) -> tuple[str, bool]:
-        names: dict[int, tuple[str, bool]] = {}
-        snames: dict[int, str] = {}
+    def value(self, nl: NodeLoops, root, known: dict | None = None) -> tuple[str, bool]:
+        """`root` in this scope; `known`: names of nodes already computed in an enclosing one."""
+        names: dict[int, tuple[str, bool]] = dict(known or {})
+        snames: dict[int, str] = {k: v for k, (v, is_vec) in names.items() if not is_vec}
         for n in walk(root):
+            if id(n) in names:
+                continue
             if not self._varying(nl, n, names):
                 s = self.scalar._node(nl, n, snames)
                 snames[id(n)] = s
@@ -215,6 +218,25 @@ class VecBody:
             else:
                 names[id(n)] = (self._vnode(nl, n, names), True)
         return names[id(root)]
+
+    def invariant(self, nl: NodeLoops, root, loop_vars: set) -> dict:
+        """Emit here every node of `root` that reads no index of `loop_vars` (the reduction loops
+        about to open inside this scope): {id: (name, is_vector)} for `value(known=)` there.
+        A pooling window's batch norm + ReLU inlined into its max is then computed once per
+        output vector, not once per window element (GCC hoists none of it: loads in OpenMP
+        outlined loops lose their pointers' __restrict__)."""
+        inside: set[int] = set()
+        picked = []
+        for n in walk(root):
+            if (isinstance(n, (Load, IndexValue)) and nl.index(n.index).free_symbols & loop_vars) or any(
+                    id(c) in inside for c in n.children()):
+                inside.add(id(n))
+            elif not isinstance(n, Constant):
+                picked.append(n)
+        names: dict[int, tuple[str, bool]] = {}
+        for n in picked:  # in walk order: operands first
+            names[id(n)] = self.value(nl, n, names)
+        return names
 
     def _varying(self, nl, n, names) -> bool:
         if isinstance(n, Constant):

@@ -252,13 +252,27 @@ class GraphLowering:
         layout = Layout(tv.device, tv.dtype, sizes, strides)
         return self.add_computed(Pointwise(sizes, value), layout)
 
-    def reduction_buffer(self, sizes, reduction_sizes, reduction_type, value) -> BufferView:
+    def reduction_buffer(self, sizes, reduction_sizes, reduction_type, value, strides=None) -> BufferView:
         ivars, rvars = pointwise_vars(len(sizes)), reduction_vars(len(reduction_sizes))
         ranges = dict(zip(ivars, sizes)) | dict(zip(rvars, reduction_sizes))
         value = self.simplify_value(value, ranges)
         body = Reduction(tuple(sizes), tuple(reduction_sizes), reduction_type, value)
-        layout = Layout.contiguous(tuple(sizes), body.dtype, self.device)
-        return self.add_computed(body, layout)
+        strides = tuple(strides) if strides is not None else contiguous_strides(sizes)
+        return self.add_computed(body, Layout(self.device, body.dtype, tuple(sizes), strides))
+
+    def strides_in_order_of(self, tv: TensorValue, sizes) -> tuple | None:
+        """Strides for a result of `sizes` (same rank as `tv`) in the memory order `tv` is read
+        in (read_order.py): a pooling of NHWC activations stays NHWC, as in eager. None: row-major."""
+        ivars = pointwise_vars(tv.ndim)
+        follow = read_order.strides_following_reads(tv.load(ivars), ivars, tv.sizes)
+        if follow is None:
+            return None
+        order = sorted(range(tv.ndim), key=lambda k: (-follow[k], k))  # outermost first
+        strides, step = [0] * tv.ndim, 1
+        for k in reversed(order):
+            strides[k] = step
+            step *= int(sizes[k])
+        return tuple(strides)
 
     def scan_buffer(self, sizes, axis: int, scan_type: str, value) -> BufferView:
         """A Scan buffer (inclusive prefix combine along `axis`); `value` uses i0.. over `sizes`."""

@@ -123,8 +123,9 @@ def max_pool2d_with_indices(ctx, node, x, kernel_size, stride=(), padding=0, dil
     k, s, p, d = _params(kernel_size, stride, padding, dilation)
     out_sizes = tuple(node.meta["val"][0].shape)
     v, ivars, _ = _window_value(ctx, x, out_sizes, k, s, p, d, _lowest(x.dtype))
-    values = ctx.reduction_buffer(out_sizes, k, "max", v)
-    arg = ctx.reduction_buffer(out_sizes, k, "argmax", v)
+    order = ctx.strides_in_order_of(x, out_sizes)  # NHWC in, NHWC out (eager's rule too)
+    values = ctx.reduction_buffer(out_sizes, k, "max", v, order)
+    arg = ctx.reduction_buffer(out_sizes, k, "argmax", v, order)
     b = ctx.builder
     W = x.sizes[-1]
 
@@ -161,7 +162,7 @@ def max_pool2d_backward(ctx, node, grad, x, kernel_size, stride, padding, dilati
     here = b.index_value(ivars[-2] * W + ivars[-1])
     cond = b.op("logical_and", cond, b.op("eq", b.cast(indices.load(src), dt.int64), here))
     v = b.op("where", cond, b.cast(grad.load(src), acc), b.const(0, acc))
-    r = ctx.reduction_buffer(x.sizes, (ch, cw), "sum", v)
+    r = ctx.reduction_buffer(x.sizes, (ch, cw), "sum", v, ctx.strides_in_order_of(grad, x.sizes))
     want = out_dtype(node)
     return lazy(x.sizes, want, x.device, lambda idx: b.cast(r.load(idx), want))
 
@@ -182,7 +183,7 @@ def avg_pool2d(ctx, node, x, kernel_size, stride=(), padding=0, ceil_mode=False,
     out_sizes = tuple(node.meta["val"].shape)
     acc = dt.compute_dtype(x.dtype)
     v, ivars, _ = _window_value(ctx, x, out_sizes, k, s, p, d, 0)
-    total = ctx.reduction_buffer(out_sizes, k, "sum", ctx.builder.cast(v, acc))
+    total = ctx.reduction_buffer(out_sizes, k, "sum", ctx.builder.cast(v, acc), ctx.strides_in_order_of(x, out_sizes))
     b = ctx.builder
     H, W = x.sizes[-2], x.sizes[-1]
 
@@ -219,7 +220,8 @@ def avg_pool2d_backward(ctx, node, grad, x, kernel_size, stride, padding, ceil_m
         cond = b.op("logical_and", cond, c)
     div = b.cast(_avg_divisor(b, coh, cow, k, s, p, H, W, count_include_pad, divisor_override), acc)
     v = b.op("where", cond, b.op("truediv", b.cast(grad.load(src), acc), div), b.const(0, acc))
-    r = ctx.reduction_buffer(x.sizes, (_candidates(k[0], s[0]), _candidates(k[1], s[1])), "sum", v)
+    r = ctx.reduction_buffer(x.sizes, (_candidates(k[0], s[0]), _candidates(k[1], s[1])), "sum", v,
+                             ctx.strides_in_order_of(grad, x.sizes))
     want = out_dtype(node)
     return lazy(x.sizes, want, x.device, lambda idx: b.cast(r.load(idx), want))
 

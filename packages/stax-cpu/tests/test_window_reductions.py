@@ -1,0 +1,73 @@
+"""A pooling window over channels-last memory (ResNet's batch norm + ReLU + 3x3 max pool).
+
+Two decisions of the loop builder and the vector emitter, each checked against the
+interpreter at every ISA level and pinned in the generated code:
+- a reduction's pointwise loops follow its output's memory order when every load is
+  contiguous along the output's stride-1 dim, even where other dims sit inside the padding
+  clamps: the channel loop becomes the vector loop (one accumulator per lane) instead of a
+  scalar reduction stepping over channels;
+- in that vertical form, what the window loops do not change (the per-channel batch-norm
+  terms: loads, sqrt, reciprocal) is computed once per output vector, before those loops.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import sympy
+from cpu_harness import assert_close, isa_of, run_both
+from stax import ir
+from stax.ir import dtypes as dt
+
+F32 = dt.float32
+N, C, H, W = 2, 64, 16, 16
+OH, OW = 8, 8  # 3x3 window, stride 2, padding 1
+
+
+def _nhwc(sizes):
+    n, c, h, w = sizes
+    return (h * w * c, 1, w * c, c)
+
+
+def _pool_graph():
+    x = ir.InputBuffer("x", ir.Layout("cpu", F32, (N, C, H, W), _nhwc((N, C, H, W))))
+    params = [ir.InputBuffer(f"p{k}", ir.Layout.contiguous((C,), F32)) for k in range(4)]
+    n, c, oh, ow = ir.pointwise_vars(4)
+    r0, r1 = ir.reduction_vars(2)
+    ih, iw = 2 * oh - 1 + r0, 2 * ow - 1 + r1
+    clamp = lambda e, hi: sympy.Max(0, sympy.Min(hi - 1, e))  # noqa: E731
+    v = ir.load("x", H * W * C * n + c + W * C * clamp(ih, H) + C * clamp(iw, W), F32)
+    mean, var, gamma, beta = (ir.load(p.name, c, F32) for p in params)
+    rstd = ir.op("reciprocal", ir.op("sqrt", ir.op("add", var, ir.const(1e-5, F32))))
+    y = ir.op("relu", ir.op("add", ir.op("mul", ir.op("mul", ir.op("sub", v, mean), rstd), gamma), beta))
+    inside = None
+    for e, hi in ((ih, H), (iw, W)):
+        iv = ir.index_value(e)
+        cond = ir.op("logical_and", ir.op("ge", iv, ir.const(0, dt.int64)), ir.op("lt", iv, ir.const(hi, dt.int64)))
+        inside = cond if inside is None else ir.op("logical_and", inside, cond)
+    y = ir.op("where", inside, y, ir.const(float("-inf"), F32))
+    out = ir.ComputedBuffer("pool", ir.Layout("cpu", F32, (N, C, OH, OW), _nhwc((N, C, OH, OW))),
+                            ir.Reduction((N, C, OH, OW), (3, 3), "max", y))
+    return ir.Graph((x, *params), (out,), ("pool",))
+
+
+def _values(rng):
+    vals = {"x": rng.standard_normal((N, C, H, W)).astype(np.float32)}
+    for k in range(4):
+        vals[f"p{k}"] = (rng.random(C) + 0.5).astype(np.float32)
+    return vals
+
+
+def test_nhwc_pool_is_a_vertical_vector_reduction(level_cfg):
+    ours, ref, mod = run_both(_pool_graph(), _values(np.random.default_rng(0)), level_cfg)
+    assert_close(ours[0], ref[0], F32, rtol=1e-6, atol=1e-6, what="pool")
+    if isa_of(mod) == "none":  # the scalar level: nothing more to pin
+        return
+    src = mod.source[mod.source.index('extern "C" int kernel0'):]
+    # the channel loop is the vector loop, the stores whole vectors
+    assert "stax::vec::storeu(out_ptr0" in src
+    # the batch-norm terms are computed before the window loops open
+    first_window_loop = src.index("for (int64_t x4")
+    assert src.index("stax::vec::sqrt(") < first_window_loop
+    assert len(re.findall(r"stax::vec::sqrt\(", src)) == 1
