@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 from stax import ir
-from stax.cpu import bf16_from_float32, bf16_to_float32, compile_schedule
+from stax.cpu import CpuConfig, bf16_from_float32, bf16_to_float32, compile_schedule
+from stax.cpu import isa as isa_mod
+from stax.cpu.toolchain import Toolchain, open_cache
 from stax.ir import dtypes as dt
 from stax.sched import Kernel, MemoryEvent, MemoryPlan, Schedule
 from stax.sched import schedule as make_schedule
@@ -26,6 +28,16 @@ def ours_view(flat: np.ndarray, layout: ir.Layout) -> np.ndarray:
 def as_values(arr: np.ndarray, d: dt.DType) -> np.ndarray:
     arr = np.asarray(arr)
     return bf16_to_float32(arr) if d == dt.bfloat16 else arr
+
+
+def supported_levels(cache_dir) -> list[str]:
+    """The ISA levels this machine (CPU and compiler) runs, widest first."""
+    return isa_mod.supported_levels(Toolchain.from_config(CpuConfig()), open_cache(cache_dir))
+
+
+def isa_of(mod) -> str:
+    """The ISA level a module was compiled for (its source's first line: `// ---- C++ (avx2, 2 threads)`)."""
+    return mod.source.split("(", 1)[1].split(",", 1)[0]
 
 
 def run_both(graph: ir.Graph, values: dict, config, sched: Schedule | None = None, extern=None):

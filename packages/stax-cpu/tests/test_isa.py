@@ -1,20 +1,23 @@
 """ISA levels (§8.1): the probe picks the widest level that runs; every level this machine
 supports gives the same results; $STAX_CPU_ISA / CpuConfig.isa force one."""
 
+import logging
+from dataclasses import replace
+
 import numpy as np
 import pytest
-from cpu_harness import F32, assert_close, contiguous, pointwise, run_both
+from cpu_harness import F32, assert_close, contiguous, pointwise, run_both, supported_levels
 from stax import ir
 from stax.cpu import CpuConfig, compile_schedule
 from stax.cpu import isa as isa_mod
-from stax.cpu.toolchain import find_cxx
+from stax.cpu.toolchain import Toolchain, open_cache
 from stax.ir import dtypes as dt
 from stax.sched import schedule as make_schedule
 from test_kernels import example_7_1, outer_fused_schedule
 
 
 def _levels(cache_dir):
-    return isa_mod.supported_levels(find_cxx(), cache_dir)
+    return supported_levels(cache_dir)
 
 
 def test_probe_is_cached_and_ordered(cache_dir):
@@ -122,3 +125,41 @@ def test_max_min_propagate_nan_at_every_level(level, cache_dir):
         ours, ref, _ = run_both(g, {"x": rows}, cfg)
         assert_close(ours[0], ref[0], F32, what=f"row {rtype} at {level}")
         assert np.isnan(ours[0][[1, 3, 6]]).all()
+
+
+AVX2_ONLY = isa_mod.REQUIRED_FLAGS["avx2"] | {"sse2", "sse4_2"}  # an AVX2 machine: no avx512*
+
+
+def test_cached_probe_is_checked_against_the_cpu_flags(tmp_path, monkeypatch, caplog):
+    """A probe cache claiming AVX-512 on a CPU whose flags lack it (a cache copied from another machine)
+    is not trusted: its kernels would die of SIGILL. With a compiler the probe re-runs within what the
+    flags allow; without one the level is downgraded; forcing AVX-512 is a clear error. The CPU is
+    simulated through isa.cpu_flags."""
+    monkeypatch.delenv("STAX_CPU_ISA", raising=False)
+    real = isa_mod.allowed_levels()
+    monkeypatch.setattr(isa_mod, "cpu_flags", lambda: AVX2_ONLY)
+    expect = "avx2" if "avx2" in real else "none"
+    tc, cache = Toolchain.from_config(CpuConfig()), open_cache(tmp_path)
+    for name in (isa_mod.probe_cache_name(tc), isa_mod.probe_cache_name(replace(tc, cxx=None))):
+        (tmp_path / "cpu" / name).write_text("avx512")  # the lie, with and without a compiler
+    with caplog.at_level(logging.INFO, logger="stax.cpu"):
+        assert isa_mod.select(tc, cache, None).name == expect
+    assert "says avx512 but this CPU lacks avx512bw avx512dq avx512f avx512vl: re-probing" in caplog.text
+    assert (tmp_path / "cpu" / isa_mod.probe_cache_name(tc)).read_text() == expect  # the re-probe's answer
+    with pytest.raises(RuntimeError, match="'avx512' was forced"):
+        isa_mod.select(tc, cache, "avx512")
+    caplog.clear()
+    (tmp_path / "cpu" / isa_mod.probe_cache_name(tc)).write_text("avx512")
+    no_cxx = replace(tc, cxx=None, identity=None, missing="no compiler here")
+    (tmp_path / "cpu" / isa_mod.probe_cache_name(no_cxx)).write_text("avx512")
+    with caplog.at_level(logging.WARNING, logger="stax.cpu"):
+        assert isa_mod.select(no_cxx, cache, None).name == "avx2"
+    assert "using avx2 (no compiler to re-probe)" in caplog.text
+    # end to end: the generated code is for the level the flags allow
+    mod = compile_schedule(make_schedule(_neg_graph()), config=CpuConfig(cache_dir=str(tmp_path)))
+    assert mod.source.startswith(f"// ---- C++ ({expect},")
+
+
+def _neg_graph():
+    x = contiguous("x", (3,))
+    return ir.Graph([x], [pointwise("y", (3,), ir.op("neg", ir.load("x", ir.pointwise_vars(1)[0], F32)))], ["y"])

@@ -1,4 +1,5 @@
-"""Compile pipeline: on-disk cache (hits, corrupt entries rebuilt), compiler discovery ($CXX), errors."""
+"""Compile pipeline: on-disk cache (hits, corrupt entries rebuilt, a warm cache without a compiler, unusable
+cache directories), compiler discovery ($CXX), errors."""
 
 import logging
 import os
@@ -8,7 +9,7 @@ import sys
 
 import numpy as np
 import pytest
-from cpu_harness import F32, contiguous, pointwise
+from cpu_harness import F32, contiguous, isa_of, pointwise
 from stax import ir
 from stax.cpu import CompilerNotFoundError, CpuConfig, compile_schedule
 from stax.sched import schedule as make_schedule
@@ -109,3 +110,93 @@ def test_many_kernels_split_into_parallel_units(tmp_path, caplog):
     assert "compiling 2 C++ unit(s)" in caplog.text
     x_in = np.arange(11, dtype=np.float32)
     np.testing.assert_array_equal(mod.call([x_in])[0], x_in + 20)
+
+
+def test_warm_cache_loads_without_a_compiler(tmp_path, monkeypatch, caplog):
+    """Libraries are also listed under a key computed without the compiler (CPU, flags, source): a warm
+    cache serves a machine without g++ (or with $CXX pointing nowhere); a miss is CompilerNotFoundError."""
+    cfg = CpuConfig(cache_dir=str(tmp_path / "c"))
+    warm = compile_schedule(make_schedule(_graph(4.5)), config=cfg)
+    _check(warm, 4.5)
+    monkeypatch.delenv("CXX", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no g++, c++ or clang++ anywhere
+    with caplog.at_level(logging.INFO, logger="stax.cpu"):
+        _check(compile_schedule(make_schedule(_graph(4.5)), config=cfg), 4.5)
+    assert "no C++ compiler" in caplog.text and "loaded from the cache" in caplog.text
+    monkeypatch.setenv("CXX", "/nonexistent/g++")
+    mod = compile_schedule(make_schedule(_graph(4.5)), config=cfg)
+    _check(mod, 4.5)
+    assert isa_of(mod) == isa_of(warm)  # the level probed with the compiler, recorded for use without one
+    with pytest.raises(CompilerNotFoundError, match="nonexistent.*1 of 1 library is not in the cache"):
+        compile_schedule(make_schedule(_graph(5.5)), config=cfg)  # not cached
+    with pytest.raises(CompilerNotFoundError, match="nonexistent"):
+        compile_schedule(make_schedule(_graph(4.5)), config=CpuConfig(cache_dir=str(tmp_path / "empty")))
+
+
+def test_unusable_cache_dir_compiles_into_a_private_directory(tmp_path):
+    """A cache directory that cannot be created (its parent is a regular file: fails even for root) costs
+    one warning per process and directory, not the compile: libraries go to a private temporary
+    directory, reused in the process and removed at exit (checked in a child process)."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    script = f"""
+import sys, warnings
+sys.path[:0] = {sys.path!r}
+from test_toolchain import _graph, _check, make_schedule, compile_schedule, CpuConfig
+from stax.cpu import toolchain
+cfg = CpuConfig(cache_dir={str(blocker / "cache")!r})
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    for scale in (1.5, 2.5, 1.5):
+        _check(compile_schedule(make_schedule(_graph(scale)), config=cfg), scale)
+msgs = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+assert len(msgs) == 1 and "not usable" in msgs[0], msgs
+(private,) = toolchain._PRIVATE.values()
+assert len(list(private.rglob("*.so"))) == 2, list(private.rglob("*"))
+print(private)
+"""
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         cwd=os.path.dirname(__file__))
+    assert res.returncode == 0, res.stderr
+    private = res.stdout.strip()
+    assert private and not os.path.exists(private)  # removed at exit
+    assert blocker.read_text() == ""
+
+
+def test_read_only_cache_dir_still_serves_its_entries(tmp_path, monkeypatch, recwarn, caplog):
+    """A read-only cache (a shared, pre-warmed one) is still read; only new entries go to the private
+    directory. The write check is faked: root writes through a chmod 0o500 directory."""
+    from stax.cpu import toolchain
+
+    cache = tmp_path / "ro"
+    cfg = CpuConfig(cache_dir=str(cache))
+    _check(compile_schedule(make_schedule(_graph(6.5)), config=cfg), 6.5)
+    real = toolchain._check_writable
+
+    def read_only(d):
+        if str(d).startswith(str(cache)):
+            raise PermissionError(13, "Read-only file system", str(d))
+        real(d)
+
+    monkeypatch.setattr(toolchain, "_check_writable", read_only)
+    before = _libs(cache)
+    with caplog.at_level(logging.INFO, logger="stax.cpu"):
+        _check(compile_schedule(make_schedule(_graph(6.5)), config=cfg), 6.5)
+        assert "compiling" not in caplog.text  # the warm entry, read from the read-only directory
+        _check(compile_schedule(make_schedule(_graph(7.5)), config=cfg), 7.5)
+        assert "compiling 1 C++ unit(s)" in caplog.text
+    assert _libs(cache) == before  # nothing written there
+    assert len([w for w in recwarn if "not usable" in str(w.message)]) == 1
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes through a chmod 0o500 directory")
+def test_unwritable_cache_dir_warns_once(tmp_path, recwarn):
+    cache = tmp_path / "locked"
+    (cache / "cpu").mkdir(parents=True)
+    (cache / "cpu").chmod(0o500)
+    try:
+        for scale in (8.5, 9.5):
+            _check(compile_schedule(make_schedule(_graph(scale)), config=CpuConfig(cache_dir=str(cache))), scale)
+    finally:
+        (cache / "cpu").chmod(0o700)
+    assert len([w for w in recwarn if "not usable" in str(w.message)]) == 1

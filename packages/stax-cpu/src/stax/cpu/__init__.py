@@ -17,12 +17,12 @@ from .runtime import (
     bf16_from_float32,
     bf16_to_float32,
 )
-from .toolchain import CompileError, CompilerNotFoundError
+from .toolchain import CompileError, CompilerNotFoundError, ToolchainTimeoutError
 
 __version__ = "0.1.0"
 
 __all__ = [
     "CompileError", "CompilerNotFoundError", "CpuConfig", "InputLayoutError", "KernelZeroDivisionError", "MallocTuning",
     "NegativeIntegerPowerError", "NumpyAllocator", "OP_TABLE", "REDUCTION_TABLE", "bf16_from_float32",
-    "bf16_to_float32", "compile_schedule", "generate_kernels", "tune_malloc",
+    "ToolchainTimeoutError", "bf16_to_float32", "compile_schedule", "generate_kernels", "tune_malloc",
 ]

@@ -119,9 +119,9 @@ def compile_schedule(schedule: Schedule, *, allocator=None, extern_kernels=None,
     extern_kernels = dict(extern_kernels or {})
     t0 = time.perf_counter()
     tune_malloc(config)  # process-wide; see malloc_tuning.py (CpuConfig.tune_malloc / $STAX_CPU_TUNE_MALLOC)
-    cxx = toolchain.find_cxx(config.cxx)
-    cache_dir = resolve_cache_dir(config)
-    isa = isa_mod.select(cxx, cache_dir, config.isa)
+    tc = toolchain.Toolchain.from_config(config)  # tc.cxx None: no compiler, only cached libraries load
+    cache = toolchain.open_cache(resolve_cache_dir(config))  # unwritable: a private temporary directory
+    isa = isa_mod.select(tc, cache, config.isa)
     threads = resolve_num_threads(config)
     flags = tuple(config.opt_flags) + isa.flags + toolchain.BASE_FLAGS + tuple(config.extra_flags)
 
@@ -149,9 +149,9 @@ def compile_schedule(schedule: Schedule, *, allocator=None, extern_kernels=None,
     workers = resolve_workers(config)
     groups = partition(kernels, workers)
     units = [unit_source(gr, isa) for gr in groups]
-    paths = toolchain.build(units, cxx, flags, cache_dir, workers)
+    paths = toolchain.build(units, tc, flags, cache, workers)
     for gr, path, src in zip(groups, paths, units):
-        lib = toolchain.load(path, src, cxx, flags)
+        lib = toolchain.load(path, src, tc, flags, cache)
         for ks in gr:
             fn = getattr(lib, ks.name)
             fn.argtypes = [ctypes.c_void_p] * (len(ks.params) + 1)
@@ -159,8 +159,8 @@ def compile_schedule(schedule: Schedule, *, allocator=None, extern_kernels=None,
             ns[f"k_{ks.name}"] = fn
 
     def build_copy():
-        (p,) = toolchain.build([runtime.COPY_SOURCE], cxx, ("-O2", "-shared", "-fPIC"), cache_dir, 1)
-        f = toolchain.load(p, runtime.COPY_SOURCE, cxx, ("-O2", "-shared", "-fPIC")).stax_copy_strided
+        (p,) = toolchain.build([runtime.COPY_SOURCE], tc, ("-O2", "-shared", "-fPIC"), cache, 1)
+        f = toolchain.load(p, runtime.COPY_SOURCE, tc, ("-O2", "-shared", "-fPIC"), cache).stax_copy_strided
         f.restype = None
         return f
 

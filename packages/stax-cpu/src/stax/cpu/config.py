@@ -6,6 +6,7 @@ so a config object never captures process state by itself.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,10 +46,20 @@ class CpuConfig:
     malloc_mmap_threshold: int = 1 << 30
     malloc_trim_threshold: int = 1 << 30
     malloc_top_pad: int = 0  # 0: glibc's default
+    # seconds before a subprocess is killed (its whole process group) and reported as ToolchainTimeoutError:
+    # one C++ translation unit; the ISA probe's compile and run and `cxx --version`. A wedged compiler
+    # (a full disk, a licence server, NFS) must not hang the caller. None: $STAX_CPU_COMPILE_TIMEOUT /
+    # $STAX_CPU_PROBE_TIMEOUT, else 300 / 30
+    compile_timeout: float | None = None
+    probe_timeout: float | None = None
 
     def __post_init__(self):
         if self.isa is not None and self.isa not in ISA_LEVELS:
             raise ValueError(f"unknown ISA {self.isa!r}; expected one of {ISA_LEVELS}")
+        for name in ("compile_timeout", "probe_timeout"):
+            value = getattr(self, name)
+            if value is not None and not 0 < value < math.inf:
+                raise ValueError(f"CpuConfig.{name} must be a positive number of seconds, got {value!r}")
 
 
 def resolve_cache_dir(config: CpuConfig) -> Path:
@@ -68,6 +79,33 @@ def resolve_num_threads(config: CpuConfig) -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - non-Linux
         return os.cpu_count() or 1
+
+
+DEFAULT_COMPILE_TIMEOUT = 300.0
+DEFAULT_PROBE_TIMEOUT = 30.0
+
+
+def _timeout(value: float | None, env: str, default: float) -> float:
+    if value is not None:
+        return float(value)
+    text = os.environ.get(env, "").strip()
+    if not text:
+        return default
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds < math.inf:
+        raise ValueError(f"${env}={text!r}: expected a positive number of seconds")
+    return seconds
+
+
+def resolve_compile_timeout(config: CpuConfig) -> float:
+    return _timeout(config.compile_timeout, "STAX_CPU_COMPILE_TIMEOUT", DEFAULT_COMPILE_TIMEOUT)
+
+
+def resolve_probe_timeout(config: CpuConfig) -> float:
+    return _timeout(config.probe_timeout, "STAX_CPU_PROBE_TIMEOUT", DEFAULT_PROBE_TIMEOUT)
 
 
 def resolve_workers(config: CpuConfig) -> int:

@@ -2,21 +2,23 @@
 
 Each level is a set of compiler flags and a vector width; a level is supported if a
 test program built with its flags runs and gives the right answer. The answer is
-cached on disk next to the compiled kernels (keyed by compiler and CPU identity).
-$STAX_CPU_ISA (or CpuConfig.isa) forces a level; forcing one the CPU lacks is an error.
+cached on disk next to the compiled kernels (keyed by compiler and CPU identity; a
+compiler-free copy keyed by the CPU alone serves a warm cache without a compiler). A cached
+answer is checked against the CPU's flags before use. $STAX_CPU_ISA (or CpuConfig.isa)
+forces a level; forcing one the CPU lacks is an error.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from .config import ISA_LEVELS
-from .toolchain import cache_key
+from .toolchain import PROBE_SETTING, Cache, Toolchain, cache_key, cpu_identity, run_tool
 
 log = logging.getLogger("stax.cpu")
 
@@ -54,57 +56,106 @@ int main() {
 """
 _FEATURE = {"avx512": "avx512f", "avx2": "avx2", "none": ""}
 
+# /proc/cpuinfo flags a level's code needs (its -m flags; avx512 code uses AVX2 + FMA too)
+REQUIRED_FLAGS: dict[str, frozenset] = {
+    "avx2": frozenset({"avx", "avx2", "fma", "f16c"}),
+    "avx512": frozenset({"avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512dq"}),
+    "none": frozenset(),
+}
 
-def _probe_level(cxx: str, level: str) -> bool:
+
+def cpu_flags() -> frozenset | None:
+    """The CPU's feature flags (/proc/cpuinfo's first `flags` line); None where there is none (not Linux
+    x86), then nothing is checked. A function of its own so tests can simulate another CPU."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return frozenset(line.partition(":")[2].split())
+    except OSError:
+        pass
+    return None
+
+
+def allowed_levels() -> list[str]:
+    """The levels whose code the CPU's flags allow (all when the flags are unknown), widest first."""
+    flags = cpu_flags()
+    if flags is None:
+        return list(ISA_LEVELS)
+    return [lv for lv in ISA_LEVELS if REQUIRED_FLAGS[lv] <= flags]
+
+
+def _probe_level(tc: Toolchain, level: str) -> bool:
     isa = ISAS[level]
     src = _CHECK % {"bytes": isa.vector_bytes or 16, "feature": _FEATURE[level]}
     with tempfile.TemporaryDirectory(prefix="stax-isa-") as d:
         exe = Path(d) / "check"
         cpp = Path(d) / "check.cpp"
         cpp.write_text(src)
-        res = subprocess.run([cxx, "-O1", *isa.flags, str(cpp), "-o", str(exe)], capture_output=True)
+        res = run_tool([tc.require(), "-O1", *isa.flags, str(cpp), "-o", str(exe)], tc.probe_timeout, PROBE_SETTING)
         if res.returncode != 0:
             return False
         try:
-            return subprocess.run([str(exe)], capture_output=True, timeout=30).returncode == 0
-        except (OSError, subprocess.SubprocessError):
+            return run_tool([str(exe)], tc.probe_timeout, PROBE_SETTING).returncode == 0
+        except OSError:
             return False
 
 
-def probe(cxx: str, cache_dir: Path) -> str:
-    """The widest supported level (cached on disk)."""
-    key = cache_key(cxx, ("isa-probe-v1",), _CHECK)
-    path = cache_dir / "cpu" / f"isa-{key[:24]}.txt"
-    try:
-        got = path.read_text().strip()
-        if got in ISAS:
+def _record_name() -> str:
+    """The compiler-free copy of the probe's answer (read when there is no compiler)."""
+    return f"isa-any-{hashlib.sha256(cpu_identity().encode()).hexdigest()[:24]}.txt"
+
+
+def probe_cache_name(tc: Toolchain) -> str:
+    """The probe's cache file (in <cache>/cpu): keyed by compiler and CPU, or by the CPU alone without a compiler."""
+    if tc.cxx is None:
+        return _record_name()
+    return f"isa-{cache_key(tc.identity, ('isa-probe-v1',), _CHECK)[:24]}.txt"
+
+
+def probe(tc: Toolchain, cache: Cache) -> str:
+    """The widest supported level (cached on disk). A cached answer the CPU's flags do not allow (a cache
+    copied from another machine, a hand-edited file) is not trusted: its code would die of SIGILL."""
+    allowed = allowed_levels()
+    name = probe_cache_name(tc)
+    cached = cache.read_text(name)
+    if cached is not None and cached[1] in ISAS:
+        path, got = cached
+        if got in allowed:
+            if tc.cxx is not None and cache.read_text(_record_name()) is None:  # a cache from before the copy
+                cache.write_text(_record_name(), got)
             return got
-    except OSError:
-        pass
-    level = next((lv for lv in ISA_LEVELS if _probe_level(cxx, lv)), "none")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        f.write(level)
-    os.replace(tmp, path)
+        lacking = " ".join(sorted(REQUIRED_FLAGS[got] - (cpu_flags() or frozenset())))
+        log.warning("ISA probe cache %s says %s but this CPU lacks %s: %s", path, got, lacking,
+                    "re-probing" if tc.cxx is not None else f"using {allowed[0]} (no compiler to re-probe)")
+        if tc.cxx is None:
+            return allowed[0]
+    if tc.cxx is None:
+        # never probed on this CPU and nothing to probe with: what the flags allow, if they are known
+        level = allowed[0] if cpu_flags() is not None else "none"
+        log.info("ISA: %s from the CPU flags (no C++ compiler to probe with, no probe record)", level)
+        return level
+    level = next((lv for lv in ISA_LEVELS if lv in allowed and _probe_level(tc, lv)), "none")
+    cache.write_text(name, level)
+    cache.write_text(_record_name(), level)
     log.info("ISA probe: %s", level)
     return level
 
 
-def supported_levels(cxx: str, cache_dir: Path) -> list[str]:
+def supported_levels(tc: Toolchain, cache: Cache) -> list[str]:
     """Every level this machine runs (the probe's answer and all narrower ones)."""
-    best = probe(cxx, cache_dir)
+    best = probe(tc, cache)
     return list(ISA_LEVELS[ISA_LEVELS.index(best):])
 
 
-def select(cxx: str, cache_dir: Path, forced: str | None) -> Isa:
+def select(tc: Toolchain, cache: Cache, forced: str | None) -> Isa:
     """The level to compile for: `forced` (config or $STAX_CPU_ISA) if given and supported, else the probe's."""
     forced = forced or os.environ.get("STAX_CPU_ISA") or None
     if forced is not None:
         forced = forced.strip().lower()
         if forced not in ISAS:
             raise ValueError(f"STAX_CPU_ISA={forced!r} is not one of {ISA_LEVELS}")
-        if forced not in supported_levels(cxx, cache_dir):
+        if forced not in supported_levels(tc, cache):
             raise RuntimeError(f"ISA {forced!r} was forced but this CPU/compiler does not support it")
         return ISAS[forced]
-    return ISAS[probe(cxx, cache_dir)]
+    return ISAS[probe(tc, cache)]
