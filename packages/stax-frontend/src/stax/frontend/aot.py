@@ -14,6 +14,7 @@ import time
 
 import torch
 from torch._functorch.aot_autograd import aot_module_simplified
+from torch._functorch.partitioners import default_partition, min_cut_rematerialization_partition
 
 from . import debug, metrics, runtime
 from .config import Config
@@ -133,5 +134,14 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs, cfg: Config):
         fw_compiler=compiler("forward"),
         bw_compiler=compiler("backward"),
         inference_compiler=compiler("inference"),
+        partition_fn=PARTITIONERS[cfg.partitioner],
         decompositions=decomposition_table(),
     )
+
+
+# AOTAutograd's partitioners: min-cut recomputes cheap values in the backward rather than saving
+# them (fewer bytes written by the forward, a lower peak); "inductor" is the op policy it knows
+PARTITIONERS = {
+    "min_cut": functools.partial(min_cut_rematerialization_partition, compiler="inductor"),
+    "default": default_partition,
+}

@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass, field
 
 RUNTIMES = ("auto", "cpu", "interpret")
+PARTITIONERS = ("min_cut", "default")
 DEVICE_OVERRIDES = (None, "gpu")
 
 
@@ -77,6 +78,9 @@ class Config:
     follow_read_order: a materialized pointwise value no user sees is stored in the memory
       order of its reads (read_order.py; channels-last after channels-last convolutions);
       env STAX_FOLLOW_READ_ORDER=0 stores it row-major.
+    partitioner: how AOTAutograd splits a training graph into forward and backward: 'min_cut'
+      (its min-cut rematerialization, Inductor's: cheap pointwise values are recomputed in the
+      backward instead of saved) or 'default' (save what the backward reads).
     device_override: None routes each graph by its tensors' device (cuda -> stax.gpu,
       cpu -> stax.cpu); 'gpu' sends every graph to stax.gpu, also CPU tensors — for
       tests and dry runs under TRITON_INTERPRET=1 (Triton's interpreter runs on CPU).
@@ -95,10 +99,13 @@ class Config:
     device_override: str | None = None  # env STAX_DEVICE_OVERRIDE=gpu
     conv_channels_last: bool = True  # env STAX_CONV_CHANNELS_LAST
     follow_read_order: bool = True  # env STAX_FOLLOW_READ_ORDER
+    partitioner: str = "min_cut"  # env STAX_PARTITIONER: AOTAutograd's forward/backward split
 
     def __post_init__(self):
         if self.runtime not in RUNTIMES:
             raise ValueError(f"config.runtime must be one of {RUNTIMES}, got {self.runtime!r}")
+        if self.partitioner not in PARTITIONERS:
+            raise ValueError(f"config.partitioner must be one of {PARTITIONERS}, got {self.partitioner!r}")
         if self.device_override not in DEVICE_OVERRIDES:
             raise ValueError(f"config.device_override must be one of {DEVICE_OVERRIDES}, got {self.device_override!r}")
 
@@ -121,6 +128,7 @@ def from_env() -> Config:
         device_override=os.environ.get("STAX_DEVICE_OVERRIDE") or c.device_override,
         conv_channels_last=_env_flag("STAX_CONV_CHANNELS_LAST", c.conv_channels_last),
         follow_read_order=_env_flag("STAX_FOLLOW_READ_ORDER", c.follow_read_order),
+        partitioner=os.environ.get("STAX_PARTITIONER", c.partitioner),
     )
 
 
