@@ -225,23 +225,23 @@ def test_cpu_extern_results_take_the_exact_match_fast_path():
 
 @pytest.mark.parametrize("fast", [True, False])
 def test_reinterpret_offsets_count_from_the_tensors_start(fast, monkeypatch):
-    """fallback.reinterpret (extern views, buffer reuse): torch's C++ path and the as_strided
+    """aten_runtime.reinterpret (extern views, buffer reuse): torch's C++ path and the as_strided
     fallback agree, the offset counted from the tensor's own start, not its storage's."""
-    from stax.frontend import fallback
+    from stax.frontend import aten_runtime
 
     if not fast:
-        monkeypatch.setattr(fallback, "_REINTERPRET", None)
+        monkeypatch.setattr(aten_runtime, "_REINTERPRET", None)
     base = torch.arange(20.0)
     sub = base[4:]
-    v = fallback.reinterpret(sub, (2, 3), (1, 2), 3)
+    v = aten_runtime.reinterpret(sub, (2, 3), (1, 2), 3)
     assert v.storage_offset() == 7 and v.stride() == (1, 2)
     assert torch.equal(v, torch.tensor([[7.0, 9.0, 11.0], [8.0, 10.0, 12.0]]))
 
 
 def test_public_bindings_match_their_aten_ops():
-    """fallback._PUBLIC's torch functions compute what their ATen overloads do, with the same
+    """aten_runtime._PUBLIC's torch functions compute what their ATen overloads do, with the same
     positional and keyword arguments (how stax's wrappers call them)."""
-    from stax.frontend import fallback
+    from stax.frontend import aten_runtime as fallback
 
     torch.manual_seed(0)
     args = {

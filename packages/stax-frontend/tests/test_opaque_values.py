@@ -118,7 +118,7 @@ def test_backward_after_an_eager_forward_takes_raw_state(monkeypatch):
 
 @pytest.mark.parametrize("carrier", [True, False])
 def test_eager_backward_takes_carrier_or_raw_state(carrier):
-    from stax.frontend.fallback import carry, uncarry
+    from stax.frontend.aten_runtime import carry, uncarry
 
     state = torch.tensor([5, 7], dtype=torch.uint64)
     value = carry(state, torch.device("cpu")) if carrier else state

@@ -21,7 +21,9 @@ from .config import Config
 from .cse import cse
 from .decompositions import decomposition_table
 from .eager_warnings import cause_of, warn_eager
-from .graph_lowering import GPU, lower, route
+from .graph_lowering import lower
+from .report import write_report
+from .routing import GPU, route
 from .runtime import CompiledGraph, build_module, eager_callable, no_dynamo, resolve_runtime
 
 log = logging.getLogger("stax.frontend")
@@ -58,8 +60,6 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, kind: str, cfg: C
         if cfg.debug:
             debug.dump(cfg, kind, gm, lowered, sched, module, error=e)
         if cfg.report:  # per-graph HTML report (report/), also for a failed compile
-            from .report import write_report
-
             write_report(cfg, kind, gm, lowered, sched, module, error=e)
         if cfg.strict:
             raise
@@ -84,8 +84,6 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, kind: str, cfg: C
     if cfg.debug:
         debug.dump(cfg, kind, gm, lowered, sched, module)
     if cfg.report:  # per-graph HTML report (report/)
-        from .report import write_report
-
         write_report(cfg, kind, gm, lowered, sched, module)
     return compiled
 

@@ -12,6 +12,8 @@ import hashlib
 import logging
 import os
 
+from .report import dump_json  # report.json: what `python -m stax.frontend.why` reads
+
 log = logging.getLogger("stax.frontend")
 
 
@@ -26,8 +28,6 @@ def dump(cfg, kind: str, gm, lowered=None, schedule=None, module=None, error: Ba
         files["lowering.txt"] = _summary(lowered)
     if schedule is not None:
         files["schedule.txt"] = str(schedule) + "\n"
-        from .report import dump_json  # report.json: what `python -m stax.frontend.why` reads
-
         files["report.json"] = dump_json(gm, lowered, schedule, module, kind)
     if module is not None:
         files["source.txt"] = str(getattr(module, "source", "")) + "\n"

@@ -38,22 +38,16 @@ from stax.ir.index import contiguous_strides, pointwise_vars, reduction_vars, va
 from . import materialize, read_order
 from .config import Config
 from .dtypes import to_stax
-from .fallback import ExternItem, is_opaque_val, lower_fallback, opaque_view
+from .errors import GraphUnsupported
+from .extern_calls import ExternItem, is_opaque_val, lower_fallback, opaque_view
 from .lowering import conv_layout, lookup
 from .lowering.registry import BUFFER, REDUCTION, VIEW
+from .routing import CPU, GPU
+from .strides import meta_strides, same_view
 from .tensor import BufferView, Builder, Lazy, OpaqueView, TensorValue
 from .views import Unsupported
 
 log = logging.getLogger("stax.frontend")
-
-
-class GraphUnsupported(NotImplementedError):
-    """The whole graph cannot be compiled by Stax (e.g. symbolic shapes); run it eagerly.
-    `cause`: a short name of the reason, shared by every graph it stops (one warning each)."""
-
-    def __init__(self, message: str, cause: str | None = None):
-        super().__init__(message)
-        self.cause = cause
 
 
 @dataclass(frozen=True)
@@ -85,42 +79,6 @@ class LoweredGraph:
     opaque_inputs: frozenset = frozenset()
 
 
-def is_dense(sizes, strides) -> bool:
-    """Non-overlapping and dense: some permutation of the dims is contiguous."""
-    dims = sorted((st, sz) for sz, st in zip(sizes, strides) if sz != 1)
-    expected = 1
-    for st, sz in dims:
-        if st != expected:
-            return False
-        expected *= sz
-    return True
-
-
-def non_overlapping(sizes, strides) -> bool:
-    """No two indices share a memory location: with the dims sorted by stride, each stride
-    steps past the whole extent of the smaller ones (torch's own sufficient test)."""
-    if any(int(n) == 0 for n in sizes):
-        return True
-    extent = 0
-    for st, n in sorted((abs(int(st)), int(n)) for n, st in zip(sizes, strides) if int(n) != 1):
-        if st <= extent:
-            return False
-        extent += st * (n - 1)
-    return True
-
-
-def meta_strides(val) -> tuple:
-    sizes, strides = tuple(val.shape), tuple(val.stride())
-    return strides if is_dense(sizes, strides) else tuple(int(s) for s in contiguous_strides(sizes))
-
-
-def same_view(sizes, strides, sizes2, strides2) -> bool:
-    """Equal as views: strides of size-1 dims do not matter."""
-    return tuple(sizes) == tuple(sizes2) and all(
-        n == 1 or a == b for n, a, b in zip(sizes, strides, strides2)
-    )
-
-
 def _has_opaque(a) -> bool:
     if isinstance(a, OpaqueView):
         return True
@@ -129,31 +87,6 @@ def _has_opaque(a) -> bool:
     if isinstance(a, dict):
         return any(_has_opaque(x) for x in a.values())
     return False
-
-
-GPU, CPU = "gpu", "cpu"  # code generation targets: stax.gpu (Triton) or stax.cpu (C++)
-
-
-def graph_device(gm: torch.fx.GraphModule, example_inputs) -> torch.device:
-    """The device of the graph's tensors: its one non-CPU device if any (0-dim CPU
-    tensors may mix with it, as in eager), else cpu."""
-    vals = [t for t in example_inputs if isinstance(t, torch.Tensor)]
-    vals += [n.meta.get("val") for n in gm.graph.nodes if n.op == "call_function"]
-    found = set()
-    for v in vals:
-        for t in v if isinstance(v, (list, tuple)) else (v,):
-            if isinstance(t, torch.Tensor) and t.device.type not in ("cpu", "meta"):
-                found.add(t.device)
-    if len(found) > 1:
-        raise GraphUnsupported(f"tensors on several devices: {sorted(map(str, found))}")
-    return found.pop() if found else torch.device("cpu")
-
-
-def route(gm: torch.fx.GraphModule, example_inputs, cfg: Config) -> tuple[str, torch.device]:
-    """(target, device): cuda graphs (or all, with cfg.device_override='gpu') go to stax.gpu."""
-    device = graph_device(gm, example_inputs)
-    target = GPU if device.type == "cuda" or cfg.device_override == GPU else CPU
-    return target, device
 
 
 class GraphLowering:
@@ -187,7 +120,7 @@ class GraphLowering:
         self._indirect = 0
         self._streams = 0
         self.extra_inputs: list = []  # ('const', tensor) | ('seed', None), in graph input order
-        self.opaque: set[str] = set()  # buffers holding opaque values (fallback.OpaqueView)
+        self.opaque: set[str] = set()  # buffers holding opaque values (tensor.OpaqueView)
         self.current: torch.fx.Node | None = None
 
     # ---- buffers -------------------------------------------------------------

@@ -21,9 +21,10 @@ from stax.ir import ComputedBuffer, ExternKernel, Graph
 from stax.ir import dtypes as dt
 from stax.ir.interpreter import run_node
 
+from .aten_runtime import carry, is_opaque_carrier, kernel_table, reinterpret, uncarry
 from .dtypes import TO_TORCH, to_stax, to_torch
-from .fallback import carry, is_opaque_carrier, kernel_table, reinterpret, uncarry
-from .graph_lowering import LoweredGraph, non_overlapping
+from .graph_lowering import LoweredGraph
+from .strides import non_overlapping
 
 log = logging.getLogger("stax.frontend")
 
@@ -46,7 +47,7 @@ _EMPTY_STRIDED_CPU = getattr(getattr(getattr(torch._C, "_dynamo", None), "guards
 class TorchAllocator:
     """The allocator stax.cpu allocates buffers through: torch tensors on the CPU.
 
-    A multi-output extern call returns a Python tuple (fallback.py); to the runtime
+    A multi-output extern call returns a Python tuple (aten_runtime.py); to the runtime
     it is an opaque buffer with the zero-size placeholder layout ((0,), (1,)).
     Wrappers call `empty_strided`, `data_ptr` and `matches` for every buffer on every
     call: they take torch's C++ paths (what Inductor's CPU wrappers call) when they can.

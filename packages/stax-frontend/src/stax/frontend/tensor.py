@@ -128,7 +128,7 @@ class BufferView(TensorValue):
 class OpaqueView(BufferView):
     """A value only library calls may touch: RNG state (uint64, meta-device tensors) that an
     attention kernel returns for its backward. It lives in a zero-size placeholder buffer
-    whose runtime value is a carrier (`fallback.is_carrier`) holding the real object; a
+    whose runtime value is a carrier (`aten_runtime.carry`) holding the real object; a
     computation or a view of it is unsupported (the op runs as an ATen call instead)."""
 
     def load(self, idx) -> Value:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from ..fallback import call_aten
+from ..extern_calls import call_aten
 from .registry import BUFFER, table
 
 aten = torch.ops.aten

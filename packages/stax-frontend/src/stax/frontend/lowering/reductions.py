@@ -11,7 +11,7 @@ from stax.ir import dtypes as dt
 from stax.ir.index import pointwise_vars, reduction_vars
 
 from ..tensor import TensorValue, lazy
-from ..views import Unsupported, reshape
+from ..views import Unsupported, expand, reshape
 from .common import dims_arg, out_dtype
 from .registry import REDUCTION, table
 
@@ -179,7 +179,6 @@ def logsumexp(ctx, node, x, dims, keepdim=False):
     if not x.dtype.is_floating:
         raise Unsupported("logsumexp of integers")
     acc = dt.compute_dtype(x.dtype)
-    from ..views import expand
 
     mx = reduce(ctx, x, dims, True, "max", x.dtype)
     b = ctx.builder

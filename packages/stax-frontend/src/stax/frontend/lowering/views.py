@@ -7,6 +7,7 @@ import torch
 from stax.ir.index import ModularIndexing
 
 from .. import views as V
+from ..strides import is_dense
 from ..tensor import BufferView
 from ..views import Unsupported
 from .registry import VIEW, table
@@ -94,7 +95,6 @@ def as_strided(ctx, node, x, size, stride, storage_offset=None):
     if isinstance(x, BufferView) and x.buffer in {i.name for i in ctx.inputs}:
         raise Unsupported("as_strided of a graph input (its storage offset is only known at run time)")
     sizes, strides = tuple(src.shape), tuple(src.stride())
-    from ..graph_lowering import is_dense
 
     if not is_dense(sizes, strides):
         raise Unsupported("as_strided of an overlapping source")
