@@ -138,7 +138,7 @@ def plan_chunking(prod: Nest, cons: Nest, locals_: list[str], reads_ok: set, *, 
     if prod.outer or len(prod.groups) != 1 or not locals_:
         return None
     group = prod.groups[0]
-    if any(nl.is_reduction for nl in group):
+    if any(nl.is_reduction for nl in group) or not group[0].sizes:  # (a 0-d producer: nothing to chunk)
         return None
     rows = _rows(cons)
     if rows is None or rows < 2:

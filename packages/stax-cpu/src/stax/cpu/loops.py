@@ -153,8 +153,12 @@ def node_loops(node: ComputedBuffer, protect: int = 0, merge: bool = True) -> No
         rsizes = [as_int(s) for s in body.reduction_ranges]
         dims = [(v, s, False) for v, s in zip(pointwise_vars(len(psizes)), psizes)]
         dims += [(v, s, True) for v, s in zip(reduction_vars(len(rsizes)), rsizes)]
-    zero = {v: sympy.Integer(0) for v, s, _ in dims if s == 1}
-    dims = [d for d in dims if d[1] != 1]
+    # size-1 dims are dropped, but a scan keeps its axis (of size 1 it is still the scan loop:
+    # without it the node had no sequential loop and was emitted as broken C++ or scanned along
+    # the wrong dim after merging)
+    keep = (lambda d: d[1] != 1 or d[2]) if isinstance(body, Scan) else (lambda d: d[1] != 1)
+    zero = {v: sympy.Integer(0) for v, s, r in dims if not keep((v, s, r))}
+    dims = [d for d in dims if keep(d)]
     if protect == 0 and not isinstance(body, Scan):  # a reduction's pointwise dims too (NHWC pooling)
         loads = [n.index.xreplace(zero) for n in walk(body.value) if isinstance(n, Load) and not n.indirect]
         point = [d for d in dims if not d[2]]

@@ -79,11 +79,17 @@ def wrapper_source(schedule: Schedule, kernel_params: dict, externs: dict, local
         held[0] += sign * g.buffer_layout(name).nbytes()
         held[1] = max(held[1], held[0])
 
+    # the layout of the tensor object each name is bound to: a reuse that binds only the donor's
+    # storage (`buf4 = buf1`) keeps the donor's object, so a later reuse of it must not assume the
+    # declared layout (a 0-d output returned as the (3, 1) tensor it reused)
+    object_layout: dict[str, object] = {}
+
     def alloc(name: str) -> None:
         lay = g.buffer_layout(name)
         if as_int(lay.offset) != 0:
             raise NotImplementedError(f"{name}: computed buffers with a storage offset are not supported")
         L.append(f"    {name} = empty_strided({_tuple(lay.sizes)}, {_tuple(lay.strides)}, {_dt(lay)})")
+        object_layout[name] = lay
         live.add(name)
         hold(name, 1)
 
@@ -132,11 +138,13 @@ def wrapper_source(schedule: Schedule, kernel_params: dict, externs: dict, local
                     alloc(e.buffer)
                     release(e.reuses, "", f"reuse refused: {e.reuses} is smaller")
                     continue
-                if _same_layout(lay, old) or e.buffer not in needs_object:
+                if _same_layout(lay, object_layout.get(e.reuses, old)) or e.buffer not in needs_object:
                     line = f"{e.buffer} = {e.reuses}"
+                    object_layout[e.buffer] = object_layout.get(e.reuses, old)
                 else:
                     line = (f"{e.buffer} = as_strided({e.reuses}, {_tuple(lay.sizes)}, {_tuple(lay.strides)}, "
                             f"{_dt(lay)})")
+                    object_layout[e.buffer] = lay
                 if e.reuses in needed:  # one storage, counted under its new name
                     release(e.reuses, line, "reuse")
                 else:

@@ -1,0 +1,72 @@
+"""Bugs the differential fuzzer found (issue 18, item 6), each as the shrunk program it reported:
+stax against eager, forward and (where it failed there) backward. Each failed before its fix."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import assert_same
+
+SCANS = {
+    "cumsum": lambda x, d: torch.cumsum(x, d),
+    "cumprod": lambda x, d: torch.cumprod(x, d),
+    "cummax": lambda x, d: torch.cummax(x, d)[0],
+    "cummin_indices": lambda x, d: torch.cummin(x, d)[1],
+    "logcumsumexp": lambda x, d: torch.logcumsumexp(x, d),
+}
+
+
+@pytest.mark.parametrize("shape,dim", [((1, 31), 0), ((1, 7, 1, 5), 0), ((3, 3, 3, 1), 3), ((4, 7, 1, 1), 3),
+                                       ((16, 1, 3, 31), 1)])
+@pytest.mark.parametrize("scan", sorted(SCANS))
+def test_scan_along_a_size_one_dim(scan, shape, dim):
+    """stax-cpu dropped the size-1 scan axis with the other size-1 loops: the node had no
+    sequential loop (broken C++), or after merging scanned along another dim (wrong values)."""
+    fn = SCANS[scan]
+    x = torch.randn(shape)
+    assert_same(torch.compile(lambda t: fn(t, dim) * 2, backend="stax")(x), fn(x, dim) * 2)
+
+
+def test_bool_scan_along_size_one_dim():
+    x = torch.randn(4, 7, 1, 1)
+    f = lambda x: torch.cumsum(torch.le(x, 0.1), 3, dtype=torch.int64)  # noqa: E731
+    assert_same(torch.compile(f, backend="stax")(x), f(x))
+
+
+def _grad_step(fn, *xs):
+    xs = [x.detach().clone().requires_grad_() for x in xs]
+    y = fn(*xs)
+    y.backward(torch.ones_like(y))
+    return (y.detach(), *[x.grad for x in xs])
+
+
+ZERO_DIM = {
+    "std_logsigmoid": (lambda x: F.logsigmoid(torch.std(x)), (3,), torch.float32),
+    "select_rsqrt_atan2": (lambda x: (lambda v: torch.atan2(v, v))(torch.rsqrt(x.select(0, 1).abs() + 0.5)), (2,),
+                           torch.float32),
+    "empty_slice_atan2": (lambda x: (lambda v: torch.atan2(v, v))(x[-2:2:3]), (2,), torch.float16),
+    "logsumexp_hypot": (lambda x: torch.hypot(torch.logsumexp(x, -1), x[0] * 0.5), (3,), torch.bfloat16),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ZERO_DIM))
+def test_zero_dim_producer_in_a_region(name):
+    """A 0-d value produced and read in one parallel region: the chunking planner indexed its
+    (empty) loop sizes and the backward failed to compile (IndexError)."""
+    fn, shape, dtype = ZERO_DIM[name]
+    x = torch.randn(shape, dtype=dtype)
+    assert_same(_grad_step(torch.compile(fn, backend="stax"), x), _grad_step(fn, x))
+
+
+def test_reuse_chain_keeps_each_output_layout():
+    """`buf4 = buf1` (storage only) then `buf6 = buf4` (an output): buf6 was bound to buf1's
+    (3, 1) tensor object and returned with that shape instead of (3,)."""
+
+    def fn(x):
+        v = torch.sum(x, -1)
+        v.exp_()
+        return F.softmax(v, 0), v
+
+    x = torch.randn(3, 1)
+    assert_same(torch.compile(fn, backend="stax")(x), fn(x))
