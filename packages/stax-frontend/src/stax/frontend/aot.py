@@ -24,7 +24,8 @@ from .eager_warnings import cause_of, warn_eager
 from .graph_lowering import lower
 from .report import write_report
 from .routing import GPU, route
-from .runtime import CompiledGraph, build_module, eager_callable, no_dynamo, resolve_runtime
+from .runtime import CompiledGraph, build_module, eager_callable, no_dynamo
+from .targets import TARGETS
 
 log = logging.getLogger("stax.frontend")
 
@@ -50,8 +51,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, kind: str, cfg: C
             return eager_callable(gm)
         cse(gm)
         lowered = lower(gm, example_inputs, cfg, target, device, kind=kind, input_strides=input_strides)
-        sched = make_schedule(lowered.graph, scheduler_policy(target)) if lowered.graph.nodes else None
-        module = build_module(lowered, sched, resolve_runtime(cfg.runtime), target, device)
+        sched = make_schedule(lowered.graph, TARGETS[target].policy(cfg)) if lowered.graph.nodes else None
+        module = build_module(lowered, sched, cfg, target, device)
         variant = functools.partial(compile_graph, gm, example_inputs, kind=kind, cfg=cfg)
         compiled = CompiledGraph(lowered, module, device, respecialize=lambda strides: variant(input_strides=strides))
         if input_strides is None:
@@ -95,18 +96,6 @@ def report_output_strides(lowered) -> None:
     tc = torch._guards.TracingContext.try_get()
     if tc is not None and tc.output_strides is not None:
         tc.output_strides.extend(lowered.output_strides)
-
-
-def scheduler_policy(target: str):
-    """stax.sched's fusion policy per target: GPU fuses by element counts (Def 7.2) and
-    keeps dependent reductions (softmax) in one kernel; CPU uses the default policy with
-    §7.5's in-place reuse (a pointwise kernel writes into the dying buffer it reads at its
-    write index: a batch-norm backward's gradient over the convolution gradient it reads)."""
-    from stax.sched import CpuPolicy, GpuPolicy, SchedulerConfig
-
-    if target != GPU:
-        return CpuPolicy(SchedulerConfig(inplace_reuse=True))
-    return GpuPolicy(SchedulerConfig(fuse_dependent_reductions=True))
 
 
 def aot_compile(gm: torch.fx.GraphModule, example_inputs, cfg: Config):

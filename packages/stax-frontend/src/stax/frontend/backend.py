@@ -6,9 +6,10 @@ from . import config
 from .aot import aot_compile
 
 
-def stax_backend(gm, example_inputs, **kwargs):
-    """torch.compile(model, backend="stax"): compile with the config in effect now."""
-    return aot_compile(gm, example_inputs, config.current())
+def stax_backend(gm, example_inputs, options: dict | None = None, **kwargs):
+    """torch.compile(model, backend="stax", options={...}): compile with the config in effect now,
+    `options` applied (config.with_options)."""
+    return aot_compile(gm, example_inputs, config.with_options(config.current(), options))
 
 
 def register(name: str = "stax") -> None:

@@ -12,6 +12,9 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 
+from stax.cpu import CpuConfig
+from stax.sched import SchedulerConfig
+
 RUNTIMES = ("auto", "cpu", "interpret")
 PARTITIONERS = ("min_cut", "default")
 DEVICE_OVERRIDES = (None, "gpu")
@@ -81,6 +84,10 @@ class Config:
     partitioner: how AOTAutograd splits a training graph into forward and backward: 'min_cut'
       (its min-cut rematerialization, Inductor's: cheap pointwise values are recomputed in the
       backward instead of saved) or 'default' (save what the backward reads).
+    scheduler / cpu / gpu_options: stax.sched's SchedulerConfig, stax.cpu's CpuConfig and
+      overrides of stax.gpu's GpuConfig (an optional package: given as field/value pairs);
+      `torch.compile(..., options={"cpu.isa": "avx2", "scheduler.max_fusion_nodes": 64})` sets
+      them (with_options).
     device_override: None routes each graph by its tensors' device (cuda -> stax.gpu,
       cpu -> stax.cpu); 'gpu' sends every graph to stax.gpu, also CPU tensors — for
       tests and dry runs under TRITON_INTERPRET=1 (Triton's interpreter runs on CPU).
@@ -100,6 +107,10 @@ class Config:
     conv_channels_last: bool = True  # env STAX_CONV_CHANNELS_LAST
     follow_read_order: bool = True  # env STAX_FOLLOW_READ_ORDER
     partitioner: str = "min_cut"  # env STAX_PARTITIONER: AOTAutograd's forward/backward split
+    # the lower packages' own configs (their fields read their env vars where they say so)
+    scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)  # the targets' policies start here
+    cpu: CpuConfig = field(default_factory=CpuConfig)  # stax.cpu's code generation and toolchain
+    gpu_options: tuple = ()  # ((GpuConfig field, value), ...) over stax.gpu's GpuConfig.from_env()
 
     def __post_init__(self):
         if self.runtime not in RUNTIMES:
@@ -109,8 +120,29 @@ class Config:
         if self.device_override not in DEVICE_OVERRIDES:
             raise ValueError(f"config.device_override must be one of {DEVICE_OVERRIDES}, got {self.device_override!r}")
 
-    def costs(self, device: str) -> DeviceCosts:
-        return self.cpu_costs if device.startswith("cpu") else self.gpu_costs
+
+def with_options(cfg: Config, options: dict | None) -> Config:
+    """`cfg` with `torch.compile(..., options=...)` applied: a Config field by name, a field of
+    its nested configs as "scheduler.<field>" / "cpu.<field>" / "gpu.<field>"."""
+    top: dict = {}
+    nested: dict = {"scheduler": {}, "cpu": {}, "gpu": {}}
+    for key, value in (options or {}).items():
+        head, dot, rest = key.partition(".")
+        if dot and head in nested:
+            nested[head][rest] = value
+        elif not dot and key in {f.name for f in dataclasses.fields(Config)}:
+            top[key] = value
+        else:
+            raise ValueError(f"stax: unknown option {key!r}; options are Config fields "
+                             f"({', '.join(f.name for f in dataclasses.fields(Config))}) or "
+                             f"scheduler.<field>, cpu.<field>, gpu.<field>")
+    cfg = dataclasses.replace(cfg, **top)
+    for name in ("scheduler", "cpu"):
+        if nested[name]:
+            cfg = dataclasses.replace(cfg, **{name: dataclasses.replace(getattr(cfg, name), **nested[name])})
+    if nested["gpu"]:
+        cfg = dataclasses.replace(cfg, gpu_options=tuple({**dict(cfg.gpu_options), **nested["gpu"]}.items()))
+    return cfg
 
 
 def from_env() -> Config:

@@ -42,8 +42,9 @@ from .errors import GraphUnsupported
 from .extern_calls import ExternItem, is_opaque_val, lower_fallback, opaque_view
 from .lowering import conv_layout, lookup
 from .lowering.registry import BUFFER, REDUCTION, VIEW
-from .routing import CPU, GPU
+from .routing import CPU
 from .strides import meta_strides, same_view
+from .targets import TARGETS
 from .tensor import BufferView, Builder, Lazy, OpaqueView, TensorValue
 from .views import Unsupported
 
@@ -107,7 +108,8 @@ class GraphLowering:
         self.example_inputs = list(example_inputs)
         self.cfg = cfg
         self.target = target
-        self.device = "cuda" if target == GPU else "cpu"
+        self.target_info = TARGETS[target]  # what the target can do (targets.py)
+        self.device = self.target_info.ir_device
         self.tensor_device = tensor_device if tensor_device is not None else torch.device("cpu")
         self.builder = Builder()
         self.inputs: list[InputBuffer] = []

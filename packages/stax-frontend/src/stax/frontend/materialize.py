@@ -28,6 +28,7 @@ from stax.ir import Load, Op, walk
 from stax.ir.index import pointwise_vars
 
 from .config import Config
+from .targets import of_device
 from .tensor import Lazy, TensorValue
 
 
@@ -41,7 +42,7 @@ class BodyStats:
 
 def body_stats(tv: TensorValue, cfg: Config) -> BodyStats:
     value = tv.load(pointwise_vars(tv.ndim))
-    costs = cfg.costs(tv.device)
+    costs = of_device(tv.device).costs(cfg)
     ops = reads = gathers = 0
     cost = 0.0
     for n in walk(value):
@@ -67,7 +68,7 @@ def decide(tv: TensorValue, users: list[UserKind], cfg: Config, fewest_outputs: 
     stats = body_stats(tv, cfg)
     if stats.ops == 0 and stats.reads <= 1:
         return None  # a view-like or constant expression is free to recompute
-    costs = cfg.costs(tv.device)
+    costs = of_device(tv.device).costs(cfg)
     if len(users) >= 2 and stats.cost >= costs.recompute_threshold:
         return "rule1:expensive_multi_use"
     if stats.reads > cfg.max_reads:

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable
 
 import numpy as np
+import stax.cpu
 import torch
 import torch._dynamo
 from stax.ir import ComputedBuffer, ExternKernel, Graph
@@ -22,8 +23,10 @@ from stax.ir import dtypes as dt
 from stax.ir.interpreter import run_node
 
 from .aten_runtime import carry, is_opaque_carrier, kernel_table, reinterpret, uncarry
+from .config import Config
 from .dtypes import TO_TORCH, to_stax, to_torch
 from .graph_lowering import LoweredGraph
+from .routing import CPU, GPU
 from .strides import non_overlapping
 
 log = logging.getLogger("stax.frontend")
@@ -96,14 +99,6 @@ class TorchAllocator:
         return torch.empty(0, dtype=td).set_(storage, byte_off // item, sizes, strides)
 
 
-def cpu_available() -> bool:
-    try:
-        import stax.cpu as cpu
-    except ImportError:
-        return False
-    return hasattr(cpu, "compile_schedule")
-
-
 def gpu_unavailable_reason() -> str | None:
     """None when stax.gpu (and triton) import; else why not (the optional extra `stax-frontend[gpu]`)."""
     try:
@@ -114,9 +109,8 @@ def gpu_unavailable_reason() -> str | None:
 
 
 def resolve_runtime(name: str) -> str:
-    if name == "auto":
-        return "cpu" if cpu_available() else "interpret"
-    return name
+    """'auto' is stax.cpu's C++ (a dependency of this package); 'interpret' the numpy interpreter."""
+    return "cpu" if name == "auto" else name
 
 
 # ---- interpreter runtime -----------------------------------------------------------
@@ -201,22 +195,29 @@ class NoKernels:
 # ---- building the callable ------------------------------------------------------------
 
 
-def build_module(lowered: LoweredGraph, schedule, runtime: str, target: str = "cpu", device=None):
-    """The CompiledModule-like object (with .source and .call(args)): stax.gpu for the
-    GPU target, else stax.cpu or (runtime='interpret') the numpy interpreter."""
+def _build_gpu(lowered: LoweredGraph, schedule, cfg: Config, device, extern):
+    import stax.gpu  # lazily (CPU-only installs have no triton); looked up at call time: benchmarks patch it
+
+    config = stax.gpu.GpuConfig.from_env(device=str(device if device is not None else "cuda"), **dict(cfg.gpu_options))
+    return stax.gpu.compile_schedule(schedule, extern_kernels=extern, config=config)
+
+
+def _build_cpu(lowered: LoweredGraph, schedule, cfg: Config, device, extern):
+    if resolve_runtime(cfg.runtime) == "interpret":
+        return InterpretedModule(lowered.graph, extern)
+    return stax.cpu.compile_schedule(schedule, allocator=TorchAllocator(), extern_kernels=extern, config=cfg.cpu)
+
+
+BUILDERS = {CPU: _build_cpu, GPU: _build_gpu}  # per target: schedule -> module
+
+
+def build_module(lowered: LoweredGraph, schedule, cfg: Config, target: str = CPU, device=None):
+    """The CompiledModule-like object (with .source and .call(args)) of `target`: stax.gpu's
+    Triton module, or stax.cpu's (the numpy interpreter under config.runtime='interpret')."""
     extern = kernel_table(lowered.graph)
     if not lowered.graph.nodes:
         return NoKernels(lowered.graph)
-    if target == "gpu":
-        import stax.gpu  # attribute lookup at call time: benchmarks count calls by patching it
-
-        config = stax.gpu.GpuConfig.from_env(device=str(device if device is not None else "cuda"))
-        return stax.gpu.compile_schedule(schedule, extern_kernels=extern, config=config)
-    if runtime == "interpret":
-        return InterpretedModule(lowered.graph, extern)
-    from stax.cpu import compile_schedule
-
-    return compile_schedule(schedule, allocator=TorchAllocator(), extern_kernels=extern)
+    return BUILDERS[target](lowered, schedule, cfg, device, extern)
 
 
 _MAX_VARIANTS = 4  # past these, other layouts are copied contiguous (the dense variant serves them)

@@ -46,7 +46,7 @@ def _eligible(ctx, transposed, val) -> bool:
     """The conditions every channels-last convolution (forward or backward) shares."""
     return (
         ctx.cfg.conv_channels_last
-        and ctx.device == "cpu"
+        and ctx.target_info.channels_last_convs
         and not transposed
         and isinstance(val, torch.Tensor)
         and val.dim() == 4
@@ -66,7 +66,7 @@ def _stride_report():
 def saved_outputs(ctx, n_outputs: int) -> range:
     """Positions of a training forward graph's outputs that only the backward graph reads:
     these may keep a channels-last layout (reported by `aot.report_output_strides`)."""
-    if ctx.kind != "forward" or not ctx.cfg.conv_channels_last or ctx.device != "cpu":
+    if ctx.kind != "forward" or not ctx.cfg.conv_channels_last or not ctx.target_info.channels_last_convs:
         return range(0)
     tc = _stride_report()
     try:

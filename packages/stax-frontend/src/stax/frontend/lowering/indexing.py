@@ -184,11 +184,8 @@ def _scatter(ctx, node, x: TensorValue, scatter_sizes, coords_fn, value_fn, mode
     `value_fn(rvars)` -> the value there; both over r0.. (linear in the scattered points)."""
     if x.ndim == 0:
         raise Unsupported("scatter into a 0-dim tensor")
-    if mode == "add" and ctx.target == "gpu":
-        from stax.gpu.scatter import atomic_add_supported  # the GPU target has stax.gpu
-
-        if not atomic_add_supported(x.dtype):
-            raise Unsupported(f"accumulating scatter into {x.dtype}: no GPU atomic add")
+    if mode == "add" and not ctx.target_info.atomic_add(x.dtype):
+        raise Unsupported(f"accumulating scatter into {x.dtype}: no atomic add on {ctx.target}")
     b = ctx.builder
     ivars, rvars = pointwise_vars(x.ndim), reduction_vars(len(scatter_sizes))
     rranges = dict(zip(rvars, scatter_sizes))

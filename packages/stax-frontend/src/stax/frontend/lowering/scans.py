@@ -26,7 +26,7 @@ aten = torch.ops.aten
 def _scan_acc(ctx, want: dt.DType) -> dt.DType:
     """The accumulator of a floating scan: ATen's acc_type (float64 for float32 on the CPU)."""
     acc = dt.compute_dtype(want)
-    return dt.float64 if acc == dt.float32 and ctx.device == "cpu" else acc
+    return dt.float64 if acc == dt.float32 and ctx.target_info.scan_acc_float64 else acc
 
 
 def scan(ctx, x: TensorValue, dim: int, scan_type: str, acc: dt.DType):

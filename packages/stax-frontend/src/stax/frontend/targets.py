@@ -1,0 +1,69 @@
+"""The code generators a graph can go to, one row each: what the frontend needs to know about a
+target in one place instead of "cpu" / "gpu" string checks spread over lowering, scheduling and
+building (issue 22).
+
+A row says the stax.ir device its code is generated for, its §6.6 cost table, its stax.sched
+fusion policy, how a schedule becomes a module, and the capabilities lowerings ask about
+(channels-last convolutions, float64 scan accumulators, atomic adds). stax.gpu is imported
+only when the GPU row builds or answers: CPU-only installs have no triton.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from stax.ir import dtypes as dt
+
+from .config import Config, DeviceCosts
+from .routing import CPU, GPU
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str  # routing.CPU | routing.GPU
+    ir_device: str  # the stax.ir device of the generated code: 'cpu' | 'cuda'
+    costs: Callable[[Config], DeviceCosts]  # §6.6 rules 1, 3, 5
+    policy: Callable[[Config], object]  # stax.sched's fusion policy
+    channels_last_convs: bool  # 2-D convolutions run on NHWC memory (oneDNN: conv_layout.py)
+    scan_acc_float64: bool  # float32 scans accumulate in float64 (ATen's CPU accumulate type)
+    atomic_add: Callable[[dt.DType], bool]  # an accumulating scatter into this dtype is supported
+
+
+def _cpu_policy(cfg: Config):
+    """The default policy with §7.5's in-place reuse (a pointwise kernel writes into the dying
+    buffer it reads at its write index: a batch-norm backward's gradient over the convolution's)."""
+    from stax.sched import CpuPolicy
+
+    return CpuPolicy(dataclasses.replace(cfg.scheduler, inplace_reuse=True))
+
+
+def _gpu_policy(cfg: Config):
+    """GPU fusion by element counts (Def 7.2), dependent reductions (softmax) in one kernel."""
+    from stax.sched import GpuPolicy
+
+    return GpuPolicy(dataclasses.replace(cfg.scheduler, fuse_dependent_reductions=True))
+
+
+def _gpu_atomic_add(d: dt.DType) -> bool:
+    from stax.gpu.scatter import atomic_add_supported  # the GPU target has stax.gpu
+
+    return atomic_add_supported(d)
+
+
+TARGETS: dict[str, Target] = {
+    CPU: Target(CPU, "cpu", lambda cfg: cfg.cpu_costs, _cpu_policy, channels_last_convs=True,
+                scan_acc_float64=True, atomic_add=lambda d: True),
+    GPU: Target(GPU, "cuda", lambda cfg: cfg.gpu_costs, _gpu_policy, channels_last_convs=False,
+                scan_acc_float64=False, atomic_add=_gpu_atomic_add),
+}
+
+
+def target(name: str) -> Target:
+    return TARGETS[name]
+
+
+def of_device(device: str) -> Target:
+    """The row whose generated code runs on stax.ir device `device` ('cpu', 'cuda', 'cuda:1')."""
+    return TARGETS[CPU] if device.startswith("cpu") else TARGETS[GPU]
