@@ -50,7 +50,7 @@ def stax_counters() -> dict:
     m = metrics.snapshot()
     return {
         "graphs_compiled": m.graphs_compiled, "graphs_failed": m.graphs_failed,
-        "kernels": m.kernels_generated, "extern_calls": m.extern_calls,
+        "kernels": m.kernels_generated, "extern_calls": m.extern_calls, "extern_ops": dict(m.extern_ops),
         "fallback_calls": m.fallback_calls, "fallback_ops": dict(m.fallback_ops),
     }
 

@@ -3,6 +3,13 @@ against eager, time all backends interleaved, and measure bandwidth and memory.
 
 A failure (building, compiling, a wrong result, a crash while timing) is recorded in
 that workload/backend's row and the run goes on. One dict per (workload, backend).
+
+The real suite (workloads/real.py) adds to this: a case that can reset its model (a training
+step with an SGD update changes the weights: eager's reference and each backend's first call
+start from the same ones), the accuracy rule with a float64 reference (accuracy.py), the
+cold-compiled wrappers timed directly (no second, warm compile: real models take long to
+compile), and a profile of every backend: measured peak memory and the per-call breakdown
+(breakdown.py). `Options.real(...)` sets that up.
 """
 
 from __future__ import annotations
@@ -21,8 +28,10 @@ import torch
 import torch._dynamo
 
 from ..workloads import Workload, min_bytes, suite
+from . import accuracy
 from . import backends as bk
 from .bandwidth import COPY, achieved, big_copy, copy_bandwidth
+from .breakdown import profile_backend
 from .memory import cuda_peak, stax_plan
 from .progress import Progress
 from .timing import Stats, calibrate, interleaved, sync_for
@@ -41,10 +50,24 @@ class Options:
     copy_bytes: int = 256 << 20
     rtol: float = 2e-3
     atol: float = 2e-3
+    warm_compile: bool = True  # compile again with warm caches (False: time the cold-compiled wrappers)
+    memory_plan: bool = True  # CPU: one more stax compile with reports, for the plan's peak and M*
+    profile: bool = False  # per backend: measured peak memory and the per-call breakdown (breakdown.py)
+    profile_s: float = 0.5  # profile about this long per backend (at least 2 calls, at most 10)
+    variant: object = None  # the real suite's workloads.real.Variant
+    deadline_s: float | None = None  # start no workload after this many seconds (the rest: skipped)
 
     @staticmethod
     def quick_defaults(**kw) -> Options:
         return Options(quick=True, rounds=8, min_sample_s=0.005, copy_bytes=64 << 20, **kw)
+
+    @staticmethod
+    def real(variant, quick: bool = False, **kw) -> Options:
+        """The real suite: fewer rounds (a call takes 10 ms to seconds), no warm compile, no plan, profiles."""
+        base = dict(suite="real", variant=variant, quick=quick, rounds=5 if quick else 10, min_sample_s=0.02,
+                    copy_bytes=64 << 20, warm_compile=False, memory_plan=False, profile=True,
+                    profile_s=0.2 if quick else 0.5)
+        return Options(**{**base, **kw})
 
 
 def _error(e: BaseException) -> str:
@@ -95,7 +118,33 @@ def _row(w: Workload, backend: str) -> dict:
 
 def steps_per_workload(opts: Options) -> int:
     compiled = [b for b in opts.backends if b != "eager"]
-    return 2 * len(compiled) + 1 + (1 if "stax" in compiled and opts.device == "cpu" else 0)
+    return (len(compiled) * (2 if opts.warm_compile else 1) + 1
+            + (1 if opts.memory_plan and "stax" in compiled and opts.device == "cpu" else 0)
+            + (len(opts.backends) if opts.profile else 0))
+
+
+def _reset(case) -> None:
+    reset = getattr(case, "reset", None)
+    if reset is not None:
+        reset()
+
+
+def _verdict(case, out, grads, ref_out, ref_grads, opts: Options) -> accuracy.Verdict:
+    """Against eager: allclose (the older suites), or for a real-suite case the float64 rule of accuracy.py."""
+    reference = getattr(case, "reference", None)
+    if reference is None:
+        ok, err, what = _compare(out, grads, ref_out, ref_grads, opts.rtol, opts.atol)
+        return accuracy.Verdict(ok, err, what)
+    n_out = len(_tensors(ref_out))
+    if len(_tensors(out)) != n_out:
+        return accuracy.Verdict(False, float("nan"), "different number of outputs")
+
+    def fp64():
+        o, g = reference()
+        return _tensors(o) + list(g)
+
+    return accuracy.check(_tensors(out) + grads, _tensors(ref_out) + ref_grads, fp64,
+                          always_fp64=getattr(case, "low_precision", False))
 
 
 def run_workload(w: Workload, opts: Options, copy_bw: float, progress: Progress) -> list[dict]:
@@ -104,9 +153,13 @@ def run_workload(w: Workload, opts: Options, copy_bw: float, progress: Progress)
     compiled = [b for b in opts.backends if b != "eager"]
     try:
         case = w.make(opts.device, opts.quick)
+        _reset(case)
         ref_out = case.fn(*case.inputs)
         ref_grads = _grads(case)
         sync()
+        if getattr(case, "info", None):  # the real suite: model, shape, preset, variant
+            for r in rows.values():
+                r["case"] = dict(case.info)
     except Exception as e:  # noqa: BLE001 - report, never abort the run
         for r in rows.values():
             r.update(status="error", error="building the workload failed: " + _error(e))
@@ -127,24 +180,32 @@ def run_workload(w: Workload, opts: Options, copy_bw: float, progress: Progress)
                 traceback.print_exc()
             return None
 
+    fns = {}
+    torch._dynamo.reset()
     for b in compiled:  # cold: empty on-disk caches (a fresh cache dir per run), empty dynamo cache
         progress.step(f"{w.name}: {b} cold compile")
 
         def cold(b=b):
-            torch._dynamo.reset()
+            if opts.warm_compile:  # (else the wrappers are timed: a reset would make them compile again)
+                torch._dynamo.reset()
             if b == "stax":
                 bk.reset_stax_counters()
-            _, out, t = bk.first_call(b, case.fn, case.inputs, sync)
-            ok, err, what = _compare(out, _grads(case), ref_out, ref_grads, opts.rtol, opts.atol)
-            rows[b].update(cold_compile_s=t, max_abs_err=err)
-            if not ok:
-                rows[b].update(status="mismatch", error=what)
+            _reset(case)
+            f, out, t = bk.first_call(b, case.fn, case.inputs, sync)
+            v = _verdict(case, out, _grads(case), ref_out, ref_grads, opts)
+            rows[b].update(cold_compile_s=t, max_abs_err=v.max_abs_err)
+            if v.worst_ratio is not None or v.fp64_checked:
+                rows[b]["accuracy"] = {"worst_rmse_ratio": v.worst_ratio, "fp64_checked": v.fp64_checked}
+            if not v.ok:
+                rows[b].update(status="mismatch", error=v.what)
             if b == "stax":
                 rows[b]["stax"] = bk.stax_counters()
+            if not opts.warm_compile:
+                fns[b] = (lambda f=f: f(*case.inputs))
 
         attempt(b, "compile", cold)
 
-    if "stax" in compiled and opts.device == "cpu":  # the memory plan, from the per-graph reports
+    if opts.memory_plan and "stax" in compiled and opts.device == "cpu":  # the plan, from the per-graph reports
         progress.step(f"{w.name}: stax memory plan")
 
         def plan():
@@ -166,9 +227,9 @@ def run_workload(w: Workload, opts: Options, copy_bw: float, progress: Progress)
 
         attempt("stax", "memory plan", plan)
 
-    fns = {}
-    torch._dynamo.reset()  # warm: caches filled by the cold compile; wrappers of all backends coexist
-    for b in compiled:
+    if opts.warm_compile:
+        torch._dynamo.reset()  # warm: caches filled by the cold compile; wrappers of all backends coexist
+    for b in compiled if opts.warm_compile else ():
         progress.step(f"{w.name}: {b} warm compile")
 
         def warm(b=b):
@@ -204,6 +265,8 @@ def run_workload(w: Workload, opts: Options, copy_bw: float, progress: Progress)
             rows[b].update(gbps=gbps, frac_copy=gbps / copy_gbps, copy_gbps=copy_gbps)
         else:
             rows[b].update(gbps=gbps, frac_copy=gbps * 1e9 / copy_bw if copy_bw else None)
+    if opts.profile:
+        _profile(fns, rows, opts, sync, progress, w.name)
     eager = rows.get("eager")
     if eager and eager["median_s"]:
         for r in rows.values():
@@ -214,6 +277,24 @@ def run_workload(w: Workload, opts: Options, copy_bw: float, progress: Progress)
     torch._dynamo.reset()
     gc.collect()
     return list(rows.values())
+
+
+def _profile(fns: dict, rows: dict, opts: Options, sync, progress: Progress, name: str) -> None:
+    """Each backend under torch.profiler: the per-call breakdown and (CPU) the measured tensor peak."""
+    for b in opts.backends:
+        progress.step(f"{name}: {b} profile")
+        if b not in fns or rows[b]["median_s"] is None:
+            continue
+        calls = max(2, min(10, int(opts.profile_s / max(rows[b]["median_s"], 1e-6))))
+        fallback = (rows[b].get("stax") or {}).get("fallback_ops", {})
+        try:
+            p = profile_backend(b, fns[b], calls, opts.device, sync, fallback)
+        except Exception as e:  # noqa: BLE001 - a profile is extra information: never fail the row for it
+            rows[b]["breakdown"] = {"error": _error(e)}
+            continue
+        rows[b]["breakdown"] = p["breakdown"]
+        if p["peak_bytes"] is not None:
+            rows[b]["memory"] = {"kind": "cpu_tensor_peak", "peak_bytes": p["peak_bytes"]}
 
 
 def _time(fns: dict, rows: dict, opts: Options, sync) -> dict:
@@ -288,7 +369,12 @@ def machine(opts: Options) -> dict:
 
 
 def selected(opts: Options) -> list[Workload]:
-    ws = suite(opts.suite)
+    if opts.suite == "real":
+        from ..workloads import real
+
+        ws = real.workloads(opts.variant or real.Variant())
+    else:
+        ws = suite(opts.suite)
     if opts.only:
         ws = [w for w in ws if any(o.lower() in w.name.lower() for o in opts.only)]
     elif opts.quick:
@@ -309,8 +395,16 @@ def malloc_policy(opts: Options) -> dict:
     return {"applied": dict(t.applied), "reason": t.reason}
 
 
-def run(opts: Options, stream=None) -> dict:
-    """The whole suite; returns {'meta': ..., 'results': [row, ...]}."""
+def _skipped(w: Workload, opts: Options, why: str) -> list[dict]:
+    rows = [_row(w, b) for b in opts.backends]
+    for r in rows:
+        r.update(status="skipped", error=why)
+    return rows
+
+
+def run(opts: Options, stream=None, on_workload=None) -> dict:
+    """The whole suite; returns {'meta': ..., 'results': [row, ...]}. `on_workload(data)` is called
+    after every workload with the results so far (to write them out as the run goes)."""
     workloads = selected(opts)
     progress = Progress(2 + len(workloads) * steps_per_workload(opts), stream)
     t0 = time.time()
@@ -321,14 +415,27 @@ def run(opts: Options, stream=None) -> dict:
     progress.step("warm-up compiles")
     warm_up(opts)
     results = []
+
+    def data() -> dict:
+        meta = {
+            "suite": opts.suite, "device": opts.device, "backends": list(opts.backends), "quick": opts.quick,
+            "rounds": opts.rounds, "min_sample_s": opts.min_sample_s, "copy_bandwidth_gbps": copy_bw / 1e9,
+            "copy_bytes": opts.copy_bytes, "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+            "wall_s": time.time() - t0, "machine": machine(opts), "malloc": malloc,
+            "load_average": {"start": load_before, "end": _loadavg()},
+        }
+        if opts.variant is not None:
+            meta["variant"] = dict(opts.variant.__dict__, label=opts.variant.label)
+        return {"meta": meta, "results": list(results)}
+
     for w in workloads:
-        results += run_workload(w, opts, copy_bw, progress)
+        if opts.deadline_s is not None and time.time() - t0 > opts.deadline_s:
+            results += _skipped(w, opts, f"skipped: the run's deadline ({opts.deadline_s:.0f} s) had passed")
+            for _ in range(steps_per_workload(opts)):
+                progress.step(f"{w.name}: skipped (deadline)")
+        else:
+            results += run_workload(w, opts, copy_bw, progress)
+        if on_workload is not None:
+            on_workload(data())
     progress.close()
-    meta = {
-        "suite": opts.suite, "device": opts.device, "backends": list(opts.backends), "quick": opts.quick,
-        "rounds": opts.rounds, "min_sample_s": opts.min_sample_s, "copy_bandwidth_gbps": copy_bw / 1e9,
-        "copy_bytes": opts.copy_bytes, "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "wall_s": time.time() - t0, "machine": machine(opts), "malloc": malloc,
-        "load_average": {"start": load_before, "end": _loadavg()},
-    }
-    return {"meta": meta, "results": results}
+    return data()
