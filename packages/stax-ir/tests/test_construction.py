@@ -31,21 +31,10 @@ from stax.ir import (
     walk,
 )
 from stax.ir import dtypes as dt
+from stax.ir.examples import example_7_1
 
 i0, i1 = pointwise_vars(2)
 (r0,) = reduction_vars(1)
-
-
-def example_7_1() -> Graph:
-    """k(x) = x / x.sum(-1, keepdim=True), x: 64x128 float32 (the book's Example 7.1)."""
-    x = InputBuffer("primals_1", Layout.contiguous((64, 128), dt.float32))
-    buf1 = ComputedBuffer(
-        "buf1", Layout.contiguous((64, 1), dt.float32),
-        Reduction((64, 1), (128,), "sum", load("primals_1", 128 * i0 + r0, dt.float32)),
-    )
-    div = op("truediv", load("primals_1", 128 * i0 + i1, dt.float32), load("buf1", i0, dt.float32))
-    buf2 = ComputedBuffer("buf2", Layout.contiguous((64, 128), dt.float32), Pointwise((64, 128), div))
-    return Graph((x,), (buf1, buf2), ("buf2",))
 
 
 # ---- dtypes
@@ -179,8 +168,7 @@ def test_example_7_1_text_form():
 
 
 def test_content_hash_is_deterministic_across_processes():
-    here = os.path.dirname(__file__)
-    code = f"import sys; sys.path.insert(0, {here!r}); import test_construction as t; print(t.example_7_1().content_hash())"
+    code = "from stax.ir.examples import example_7_1; print(example_7_1().content_hash())"
     hashes = set()
     for seed in ("1", "2"):
         env = dict(os.environ, PYTHONHASHSEED=seed)

@@ -30,15 +30,13 @@ assert not bad, bad
 others = sorted(k for k in sys.modules if k.startswith("stax.") and not k.startswith("stax.ir"))
 assert not others, others
 # and it works: Example 7.1 through the interpreter
-from stax.ir import *
-i0, i1 = pointwise_vars(2); (r0,) = reduction_vars(1)
-x = InputBuffer("primals_1", Layout.contiguous((64, 128), dt.float32))
-b1 = ComputedBuffer("buf1", Layout.contiguous((64, 1), dt.float32),
-                    Reduction((64, 1), (128,), "sum", load("primals_1", 128 * i0 + r0, dt.float32)))
-g = Graph((x,), (b1,), ("buf1",))
+from stax.ir import interpret, outputs
+from stax.ir.examples import example_7_1
+g = example_7_1()
 a = np.arange(64 * 128, dtype=np.float32)
-out = outputs(g, interpret(g, {"primals_1": a}))[0]
-assert np.array_equal(out[:, 0], a.reshape(64, 128).sum(1))
+bufs = interpret(g, {"primals_1": a})
+assert np.array_equal(bufs["buf1"], a.reshape(64, 128).sum(1))
+assert np.array_equal(outputs(g, bufs)[0], a.reshape(64, 128) / bufs["buf1"].reshape(64, 1))
 print("ok")
 """
 

@@ -27,6 +27,7 @@ from stax.ir import (
     to_storage,
 )
 from stax.ir import dtypes as dt
+from stax.ir.examples import example_7_1
 
 i0, i1, i2 = pointwise_vars(3)
 r0, r1 = reduction_vars(2)
@@ -35,8 +36,6 @@ rng = np.random.default_rng(0)
 
 def test_example_7_1():
     """x / x.sum(-1, keepdim=True) on 64x128 float32; float32 sum, exact division."""
-    from test_construction import example_7_1
-
     g = example_7_1()
     x = rng.standard_normal((64, 128)).astype(np.float32) + 3
     bufs = interpret(g, {"primals_1": x.reshape(-1)})

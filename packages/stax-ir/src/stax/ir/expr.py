@@ -153,6 +153,7 @@ def map_indices(root: Value, fn) -> Value:
     values and the DAG's sharing are kept (renaming loop variables, splitting a loop)."""
     memo: dict[int, Value] = {}
     for n in walk(root):
+        new: Value
         if isinstance(n, Load):
             ind = tuple((s, memo[id(v)], b) for s, v, b in n.indirect)
             mask = memo[id(n.mask)] if n.mask is not None else None
@@ -195,6 +196,7 @@ def format_lines(root: Value, prefix: str = "tmp") -> tuple[list[str], str]:
         elif isinstance(n, IndexValue):
             rhs = f"index({n.index}) : {n.dtype}"
         else:
+            assert isinstance(n, Op), n
             args = ", ".join(_atom(a, names) for a in n.args)
             rhs = f"{n.name}({args}) : {n.dtype}"
         names[id(n)] = name

@@ -11,8 +11,7 @@ import functools
 import re
 
 import sympy
-
-Expr = sympy.Expr
+from sympy import Expr
 
 
 @functools.cache

@@ -1,8 +1,10 @@
-"""Print index expressions as C/C++ (`to_c`) or Python (`to_python`) source, and evaluate them with numpy.
+"""Print index expressions as C/C++ (`to_c`, `IndexPrinter`) or Python (`to_python`) source, and
+evaluate them with numpy.
 
 C integer division truncates toward zero while FloorDiv floors; the printer emits a
 plain `/` only when sympy proves the operands non-negative, else a helper call
-(`stax_floordiv` / `stax_mod`, defined by the codegen's prelude).
+(`stax_floordiv` / `stax_mod`, defined by the codegen's prelude). `IndexPrinter` is the one
+printer of the codegens: stax-gpu's Triton printer subclasses it with Triton's names.
 """
 
 from __future__ import annotations
@@ -13,71 +15,105 @@ import sympy
 from .index import CeilDiv, FloorDiv, ModularIndexing, sympify
 
 
+class IndexPrinter:
+    """Prints integer index expressions as source text: C/C++ as this class is, another language by
+    a subclass that names its operators and helpers (stax-gpu's Triton printer). FloorDiv and
+    ModularIndexing floor; C and Triton `/` `//` `%` truncate: the plain operators are emitted
+    only when sympy proves the operands non-negative, else the helpers (`floordiv_fn`, `mod_fn`)."""
+
+    div = "/"  # floor division of provably non-negative operands
+    floordiv_fn = "stax_floordiv"  # exact floor division and modulus: the codegen prelude's helpers
+    mod_fn = "stax_mod"
+    min_fn = "std::min<{it}>"  # {it}: the index type
+    max_fn = "std::max<{it}>"
+
+    def __init__(self, index_type: str | None = "int64_t"):
+        self.index_type = index_type  # int64_t: literals outside int32 get the LL suffix
+
+    def __call__(self, e) -> str:
+        return self.print(sympify(e))
+
+    def print(self, e) -> str:
+        if e.is_Integer:
+            return self.integer(int(e))
+        if e.is_Symbol:
+            return e.name
+        if e.is_Add:
+            terms = sorted(e.args, key=lambda t: (t.is_Integer, sympy.default_sort_key(t)))
+            out = self.print(terms[0])
+            for t in terms[1:]:
+                c, _ = t.as_coeff_Mul()
+                out += " - " + self.subtracted(-t) if (c.is_Number and c < 0) else " + " + self.print(t)
+            return f"({out})"
+        if e.is_Mul:
+            return self.product(e)
+        if e.is_Pow and e.exp.is_Integer and int(e.exp) > 0:
+            return "*".join([self.atom(e.base)] * int(e.exp))
+        if isinstance(e, FloorDiv):
+            a, b = e.args
+            if _nonneg(a) and b.is_positive:
+                return f"({self.print(a)} {self.div} {self.atom(b)})"
+            return f"{self.floordiv_fn}({self.print(a)}, {self.print(b)})"
+        if isinstance(e, ModularIndexing):
+            a, d, m = e.args
+            inner = self.print(FloorDiv(a, d))
+            if _nonneg(a) and d.is_positive and m.is_positive:
+                return f"({inner} % {self.atom(m)})"
+            return f"{self.mod_fn}({inner}, {self.print(m)})"
+        if isinstance(e, CeilDiv):
+            a, b = e.args
+            if _nonneg(a) and b.is_positive:
+                return f"(({self.print(a)} + {self.print(b - 1)}) {self.div} {self.atom(b)})"
+            return f"(-{self.floordiv_fn}(-{self.atom(a)}, {self.print(b)}))"
+        if isinstance(e, (sympy.Min, sympy.Max)):
+            fn = (self.min_fn if isinstance(e, sympy.Min) else self.max_fn).format(it=self.index_type)
+            out = self.print(e.args[0])
+            for a in e.args[1:]:
+                out = f"{fn}({out}, {self.print(a)})"
+            return out
+        raise NotImplementedError(f"cannot print index expression {e!r} ({type(self).__name__})")
+
+    def integer(self, v: int) -> str:
+        if self.index_type == "int64_t" and not (-(2**31) <= v < 2**31):
+            return f"{v}LL"
+        return str(v) if v >= 0 else f"({v})"
+
+    def product(self, e) -> str:
+        """A Mul: every factor an atom, the coefficient too (`(-1)*x0`)."""
+        return "*".join(self.atom(a) for a in e.args)
+
+    def subtracted(self, t) -> str:
+        """What follows ` - ` for a negative term (`t` is its negation)."""
+        return self.print(t)
+
+    def atom(self, e) -> str:
+        """`e` printed so that it binds as one operand."""
+        s = self.print(e)
+        return s if e.is_Symbol or (e.is_Integer and int(e) >= 0) else parenthesize(s)
+
+
+def parenthesize(s: str) -> str:
+    """`s` in parentheses, unless a pair already encloses all of it."""
+    return s if s.startswith("(") and _enclosed(s) else f"({s})"
+
+
+def _enclosed(s: str) -> bool:
+    depth = 0
+    for k, ch in enumerate(s):
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth == 0 and k != len(s) - 1:
+            return False
+    return True
+
+
 def _nonneg(e) -> bool:
     return bool(e.is_nonnegative)
 
 
 def to_c(e, index_type: str = "int64_t") -> str:
     """C expression for `e`; integer literals are suffixed to avoid 32-bit overflow."""
-    e = sympify(e)
-    return _c(e, index_type)
-
-
-def _c(e, it: str) -> str:
-    if e.is_Integer:
-        v = int(e)
-        if it == "int64_t" and not (-(2**31) <= v < 2**31):
-            return f"{v}LL"
-        return str(v) if v >= 0 else f"({v})"
-    if e.is_Symbol:
-        return e.name
-    if e.is_Add:
-        terms = sorted(e.args, key=lambda t: (t.is_Integer, sympy.default_sort_key(t)))
-        out = _c(terms[0], it)
-        for t in terms[1:]:
-            c, rest = t.as_coeff_Mul()
-            if c.is_Number and c < 0:
-                out += " - " + _c(-t, it)
-            else:
-                out += " + " + _c(t, it)
-        return f"({out})" if len(terms) > 1 else out
-    if e.is_Mul:
-        return "*".join(_atom_c(a, it) for a in e.args)
-    if e.is_Pow and e.exp.is_Integer and int(e.exp) > 0:
-        return "*".join([_atom_c(e.base, it)] * int(e.exp))
-    if isinstance(e, FloorDiv):
-        a, b = e.args
-        if _nonneg(a) and _nonneg(b):
-            return f"({_c(a, it)} / {_atom_c(b, it)})"
-        return f"stax_floordiv({_c(a, it)}, {_c(b, it)})"
-    if isinstance(e, CeilDiv):
-        a, b = e.args
-        if _nonneg(a) and b.is_Integer and int(b) > 0:
-            return f"(({_c(a, it)} + {int(b) - 1}) / {int(b)})"
-        return f"stax_floordiv({_c(a, it)} + {_c(b, it)} - 1, {_c(b, it)})"
-    if isinstance(e, ModularIndexing):
-        a, d, m = e.args
-        inner = _c(FloorDiv(a, d), it)
-        if _nonneg(a) and _nonneg(d) and m.is_positive:
-            return f"({inner} % {_atom_c(m, it)})"
-        return f"stax_mod({inner}, {_c(m, it)})"
-    if isinstance(e, sympy.Min):
-        return _nest_c("std::min", e.args, it)
-    if isinstance(e, sympy.Max):
-        return _nest_c("std::max", e.args, it)
-    raise NotImplementedError(f"cannot print index expression {e!r} to C")
-
-
-def _nest_c(fn: str, args, it: str) -> str:
-    out = _c(args[0], it)
-    for a in args[1:]:
-        out = f"{fn}<{it}>({out}, {_c(a, it)})"
-    return out
-
-
-def _atom_c(e, it: str) -> str:
-    s = _c(e, it)
-    return s if (e.is_Atom and not (e.is_Integer and int(e) < 0)) or s.startswith("(") else f"({s})"
+    return IndexPrinter(index_type)(e)
 
 
 def to_python(e) -> str:
@@ -110,7 +146,7 @@ def _py(e) -> str:
     raise NotImplementedError(f"cannot print index expression {e!r} to Python")
 
 
-def evaluate(e, env: dict) -> np.ndarray | int:
+def evaluate(e, env: dict) -> np.ndarray | np.integer | int:
     """Evaluate `e` with numpy int64 arrays bound to its symbols (exact floor semantics)."""
     e = sympify(e)
     if e.is_Integer:

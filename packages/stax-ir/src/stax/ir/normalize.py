@@ -35,12 +35,13 @@ affine one, so the comparison stays conservative (unequal means "do not fuse").
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 import sympy
 
+from .affine import affine_coefficients  # noqa: F401  (public here before stax.ir.affine existed)
 from .index import FloorDiv, ModularIndexing, sympify, var
 from .index_printer import evaluate
 from .interpreter import index_grid
@@ -199,6 +200,9 @@ _FOREIGN = "foreign"  # a symbol that is not a loop variable (symbolic or indire
 
 def _split_terms(index, pos, zero=frozenset()):
     """Linear coefficients {position: int}, constant, and non-linear terms with their var span.
+
+    Finer than stax.ir.affine.affine_parts on purpose: each non-linear term keeps the span of
+    loop positions it couples, which the block-by-block resolution below needs.
 
     Linear terms of the `zero` (size-1) variables are dropped; _RESPLIT or _FOREIGN
     when the index needs the substitution first or is not over the loop variables.
@@ -513,18 +517,3 @@ def _kept(index, pairs) -> NormalizedIndex:
         pairs.pop()
     ren = {v: var("c", k) for k, (v, _) in enumerate(pairs)}
     return NormalizedIndex(expr=index.xreplace(ren), expr_sizes=tuple(s for _, s in pairs))
-
-
-def affine_coefficients(index, vars_: Sequence) -> tuple[dict, int] | None:
-    """({var: integer stride}, integer offset) when `index` is affine in `vars_`, else None.
-
-    Symbols other than `vars_` make the index non-affine for this purpose.
-    """
-    index = sympify(index)
-    pos = {v: k for k, v in enumerate(vars_)}
-    if index.free_symbols - set(pos):
-        return None
-    linear, const, nonlinear = _split_terms(index, pos)
-    if linear is None or nonlinear:
-        return None
-    return {vars_[k]: c for k, c in linear.items()}, const

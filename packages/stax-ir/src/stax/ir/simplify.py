@@ -21,8 +21,9 @@ from dataclasses import dataclass
 
 import sympy
 
+from .affine import affine_parts, contiguous
 from .index import CeilDiv, FloorDiv, ModularIndexing, sympify, var
-from .value_ranges import ValueRange, _IndexBounds, var_range_map
+from .value_ranges import IndexBounds, ValueRange, var_range_map
 
 _ONE = sympy.Integer(1)
 _ZERO = sympy.Integer(0)
@@ -75,7 +76,7 @@ class _Simplifier:
     """One simplification run: memoized bottom-up rewriting under fixed ranges."""
 
     def __init__(self, ranges: dict, subs: Mapping | None = None):
-        self.bounds = _IndexBounds(ranges)
+        self.bounds = IndexBounds(ranges)
         self.subs = dict(subs or {})
         self.memo: dict = {}
         self.mod_memo: dict = {}
@@ -318,24 +319,11 @@ def _nonaffine(e) -> int:
     return sum(1 for s in sympy.preorder_traversal(e) if isinstance(s, (FloorDiv, ModularIndexing, CeilDiv, sympy.Min, sympy.Max)))
 
 
-def _affine(e, vars_set) -> dict | None:
-    """{var: coeff} when `e` is affine in `vars_set` (other terms ignored), else None."""
-    out = {}
-    for c, t in _terms(e):
-        if t.is_Symbol and t in vars_set:
-            if c is None:
-                return None
-            out[t] = c
-        elif t.free_symbols & vars_set:
-            return None
-    return out
-
-
 def memory_order(expr, vars_: Sequence) -> list[int] | None:
     """Positions of `vars_`, outer to inner, by the |stride| the affine index `expr` gives each (ties
     keep their order); None when `expr` is not affine in them. The code generators walk a pointwise
     node's loops in this order of its write, so an output with permuted strides is stored with stride 1."""
-    aff = _affine(sympy.expand(sympy.sympify(expr)), set(vars_))
+    aff = affine_parts(sympy.expand(sympy.sympify(expr)), vars_).linear
     if aff is None:
         return None
     return sorted(range(len(vars_)), key=lambda k: -abs(aff.get(vars_[k], 0)))
@@ -359,12 +347,13 @@ def coalesce_loops(sizes: Sequence, exprs: Sequence, vars_: Sequence, new_prefix
     if zero:
         exprs = [e.xreplace(zero) for e in exprs]
     vset = set(vars_)
-    affine = [_affine(e, vset) for e in exprs]
+    parts = [affine_parts(e, vset) for e in exprs]
+    affine = [p.linear for p in parts]
     full = dict(zip(vars_, sizes))
     base_cost = [0 if aff is not None else _nonaffine(simplify_index(e, full)) for e, aff in zip(exprs, affine)]
     groups: list[list[int]] = []
     for k in reversed(keep):
-        if groups and _can_merge(k, groups[0], sizes, vars_, exprs, affine, base_cost):
+        if groups and _can_merge(k, groups[0], sizes, vars_, exprs, parts, base_cost):
             groups[0].insert(0, k)
         else:
             groups.insert(0, [k])
@@ -404,11 +393,15 @@ def _affine_rewrite(e, aff, groups, vars_, new_vars):
     return sympy.Add(*out)
 
 
-def _can_merge(k, group, sizes, vars_, exprs, affine, base_cost) -> bool:
+def _can_merge(k, group, sizes, vars_, exprs, parts, base_cost) -> bool:
+    """Affine indices merge by the one rule of stax.ir.affine.contiguous; an index with
+    FloorDiv/ModularIndexing (a reshaped view) may also merge where rewriting both loops as
+    digits of one makes it no more complex: GPU indexing digits of one flat index read these
+    more cheaply than two loops (stax.sched's iteration group keeps the strict rule)."""
     inner = group[0]
-    for e, aff, cost in zip(exprs, affine, base_cost):
-        if aff is not None:
-            if aff.get(vars_[k], 0) != int(sizes[inner]) * aff.get(vars_[inner], 0):
+    for e, part, cost in zip(exprs, parts, base_cost):
+        if not part.nonlinear:
+            if not contiguous((part,), vars_[k], vars_[inner], int(sizes[inner])):
                 return False
         elif vars_[k] not in e.free_symbols and not (e.free_symbols & {vars_[j] for j in group}):
             continue  # the expression uses none of these loops: merging does not touch it

@@ -153,10 +153,10 @@ def pow_ranges(a: ValueRange, k: int) -> ValueRange:
 
 def bound_index(expr, var_ranges: Mapping | None = None) -> ValueRange:
     """A sound interval containing every value of the index `expr` over the given ranges."""
-    return _IndexBounds(var_range_map(var_ranges)).bound(sympify(expr))
+    return IndexBounds(var_range_map(var_ranges)).bound(sympify(expr))
 
 
-class _IndexBounds:
+class IndexBounds:
     """Memoized interval evaluation of one sympy expression tree."""
 
     def __init__(self, ranges: dict):
@@ -214,7 +214,7 @@ def index_fits_int32(expr, var_ranges: Mapping | None = None) -> bool:
     loop bound (size) itself fits, so 32-bit C or Triton code cannot overflow.
     """
     expr = sympify(expr)
-    b = _IndexBounds(var_range_map(var_ranges))
+    b = IndexBounds(var_range_map(var_ranges))
     for e in sympy.preorder_traversal(expr):
         r = b.bound(e)
         if not r.within(INT32_MIN, INT32_MAX):
@@ -362,7 +362,7 @@ def _int_constant(n) -> int | None:
     return None
 
 
-def _node_range(n, ranges: Callable, ib: _IndexBounds) -> ValueRange:
+def _node_range(n, ranges: Callable, ib: IndexBounds) -> ValueRange:
     """One node's range from its operands' (`ranges(node)`), clipped to its dtype."""
     if isinstance(n, Constant):
         v = n.value
@@ -377,7 +377,7 @@ def _node_range(n, ranges: Callable, ib: _IndexBounds) -> ValueRange:
     return _clip_to_dtype(r, n.dtype)
 
 
-def _rebound(root: Value, x: Value, xr: ValueRange, ib: _IndexBounds) -> ValueRange:
+def _rebound(root: Value, x: Value, xr: ValueRange, ib: IndexBounds) -> ValueRange:
     """`root`'s range when `x` (a node under it, or an equal copy) is known to lie in `xr`."""
     local: dict[int, ValueRange] = {}
     hx = hash(x)
@@ -387,7 +387,7 @@ def _rebound(root: Value, x: Value, xr: ValueRange, ib: _IndexBounds) -> ValueRa
     return local[id(root)]
 
 
-def _where_refined(n: Op, out: dict, ib: _IndexBounds) -> ValueRange:
+def _where_refined(n: Op, out: dict, ib: IndexBounds) -> ValueRange:
     """where(x OP k, a, b): each branch bounded with x narrowed to where it is taken."""
     base = _node_range(n, lambda a: out[id(a)], ib)
     cond, a, b = n.args
@@ -411,7 +411,7 @@ def _where_refined(n: Op, out: dict, ib: _IndexBounds) -> ValueRange:
 
 def bound_values(root: Value, var_ranges: Mapping | None = None) -> dict[int, ValueRange]:
     """Ranges of every node of the DAG (by id), operands first."""
-    ib = _IndexBounds(var_range_map(var_ranges))
+    ib = IndexBounds(var_range_map(var_ranges))
     out: dict[int, ValueRange] = {}
     for n in walk(root):
         if isinstance(n, Op) and n.name == "where":

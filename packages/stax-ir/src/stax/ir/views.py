@@ -20,11 +20,12 @@ from dataclasses import dataclass
 import sympy
 
 from . import dtypes as dt
+from .affine import affine_parts
 from .build import const, index_value, op
 from .expr import Load, Op, Value, walk
 from .graph import Layout
 from .index import FloorDiv, ModularIndexing, as_int, contiguous_strides, pointwise_vars, strided_index, sympify, var
-from .simplify import _affine, simplify_index
+from .simplify import simplify_index
 from .value_ranges import provably_true
 
 Loader = Callable[[tuple], Value]
@@ -93,7 +94,7 @@ class View:
     def strides(self) -> tuple[tuple, sympy.Expr] | None:
         """(strides, offset) when the map is affine (a plain strided view), else None."""
         vs = view_vars(self.ndim)
-        aff = _affine(self.index, set(vs))
+        aff = affine_parts(self.index, vs).linear
         if aff is None:
             return None
         offset = self.index.xreplace({v: 0 for v in vs})

@@ -1,0 +1,96 @@
+"""Affine index math in one place: an index's integer strides over loop variables, and when two
+adjacent loops walk every index as one contiguous loop (loop coalescing).
+
+Every package reads strides out of sympy indices through `affine_parts` (stax.sched's iteration
+groups, stax-cpu's loop merging and vector accesses, stax-gpu's contiguous dimension, the views
+and `coalesce_loops` here) and merges loops by `contiguous` / `contiguous_runs`, so a symbolic
+size or a new index form needs one implementation, not five.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import sympy
+
+from .index import sympify
+
+
+@dataclass(frozen=True)
+class AffineParts:
+    """An index split over some loop variables.
+
+    `coeffs`: {var: integer} from the terms `c*var` (c an integer); `nonlinear`: the variables
+    that also occur in any other term (FloorDiv / ModularIndexing, products, non-integer
+    coefficients); `rest_terms`: the terms that use none of the variables (constants, other
+    symbols such as indirect indices).
+    """
+
+    coeffs: Mapping
+    nonlinear: frozenset
+    rest_terms: tuple
+
+    @property
+    def linear(self) -> dict | None:
+        """`coeffs` when every term that uses the variables is `c*var`, else None."""
+        return None if self.nonlinear else dict(self.coeffs)
+
+    def stride(self, v) -> int:
+        """The integer coefficient of the plain term `c*v` (0 when there is none)."""
+        return self.coeffs.get(v, 0)
+
+    @property
+    def rest(self) -> sympy.Expr:
+        """The sum of the terms without the variables (an integer for a plain strided index)."""
+        return sympy.Add(*self.rest_terms)
+
+
+def affine_parts(expr, vars_: Iterable) -> AffineParts:
+    """Split `expr` (as written: sympy's canonical sum, not expanded) over the symbols `vars_`."""
+    vs = vars_ if isinstance(vars_, (set, frozenset)) else set(vars_)
+    coeffs: dict = {}
+    nonlinear: set = set()
+    rest = []
+    for term in sympy.Add.make_args(sympify(expr)):
+        c, t = term.as_coeff_Mul()
+        if t.is_Symbol and c.is_Integer and t in vs:
+            coeffs[t] = coeffs.get(t, 0) + int(c)
+            continue
+        used = term.free_symbols & vs
+        if used:
+            nonlinear |= used
+        else:
+            rest.append(term)
+    return AffineParts(coeffs, frozenset(nonlinear), tuple(rest))
+
+
+def affine_coefficients(index, vars_: Sequence) -> tuple[dict, int] | None:
+    """({var: integer stride}, integer offset) when `index` is affine in `vars_` with an integer
+    offset, else None (symbols other than `vars_` make it non-affine for this purpose)."""
+    p = affine_parts(index, vars_)
+    if p.nonlinear or not all(t.is_Integer for t in p.rest_terms):
+        return None
+    return dict(p.coeffs), sum(int(t) for t in p.rest_terms)
+
+
+def contiguous(parts: Iterable[AffineParts], outer, inner, inner_size) -> bool:
+    """True when loops `outer` (around) and `inner` (of `inner_size` iterations) are one loop of
+    outer * inner iterations for every index: each is linear in both, stride(outer) == inner_size *
+    stride(inner) (an index that uses neither, 0 == 0, does not object)."""
+    return all(
+        outer not in p.nonlinear and inner not in p.nonlinear and p.stride(outer) == inner_size * p.stride(inner)
+        for p in parts
+    )
+
+
+def contiguous_runs(vars_: Sequence, sizes: Sequence, parts: Sequence[AffineParts]) -> list[list[int]]:
+    """Positions of `vars_` (outer to inner) grouped into runs of adjacent loops that `contiguous`
+    lets merge pairwise: each run is one coalesced loop."""
+    runs: list[list[int]] = []
+    for k in range(len(vars_)):
+        if runs and contiguous(parts, vars_[runs[-1][-1]], vars_[k], sizes[k]):
+            runs[-1].append(k)
+        else:
+            runs.append([k])
+    return runs
