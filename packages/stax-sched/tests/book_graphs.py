@@ -1,6 +1,7 @@
 """The book's example programs as IR graphs (Examples 7.1 and 7.2), shared by the tests."""
 
 from stax.ir import ComputedBuffer, Graph, InputBuffer, Layout, Pointwise, Reduction, dtypes, load, op
+from stax.ir.examples import example_7_1  # noqa: F401  (the one Example 7.1, shared with the other packages' tests)
 from stax.ir.index import pointwise_vars, reduction_vars
 
 F32 = dtypes.float32
@@ -10,22 +11,6 @@ i0, i1, i2 = pointwise_vars(3)
 
 def x_input(name="primals_1", rows=64, cols=128):
     return InputBuffer(name, Layout.contiguous((rows, cols), F32))
-
-
-def example_7_1(rows=64, cols=128) -> Graph:
-    """k(x) = x / x.sum(-1, keepdim=True): a row sum (keepdim) and a broadcast divide."""
-    x = x_input(rows=rows, cols=cols)
-    buf1 = ComputedBuffer(
-        "buf1",
-        Layout.contiguous((rows, 1), F32),
-        Reduction((rows, 1), (cols,), "sum", load("primals_1", cols * i0 + r0, F32)),
-    )
-    buf2 = ComputedBuffer(
-        "buf2",
-        Layout.contiguous((rows, cols), F32),
-        Pointwise((rows, cols), op("truediv", load("primals_1", cols * i0 + i1, F32), load("buf1", i0, F32))),
-    )
-    return Graph((x,), (buf1, buf2), ("buf2",))
 
 
 def example_7_2_cpu(rows=64, cols=128) -> Graph:

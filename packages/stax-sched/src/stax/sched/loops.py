@@ -13,8 +13,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-import sympy
 from stax.ir import ComputedBuffer, Reduction, Scan, Scatter
+from stax.ir.affine import affine_parts, contiguous_runs
 from stax.ir.index import as_int, pointwise_vars, reduction_vars
 
 from .deps import index_exprs
@@ -25,39 +25,6 @@ class LoopInfo:
     sizes: tuple  # ((pointwise sizes), (reduction sizes)), size-1 dropped
     group: tuple  # same, with coalescible neighbours merged (the iteration group)
     boundaries: frozenset  # k such that the first k pointwise `sizes` form whole merged dims
-
-
-def _linear_parts(expr, loop_vars: set):
-    """({var: coeff}, vars inside non-linear terms)."""
-    coeffs: dict = {}
-    blocked: set = set()
-    for term in sympy.Add.make_args(expr):
-        c, rest = term.as_coeff_Mul()
-        if rest.is_Symbol and c.is_Integer and rest in loop_vars:
-            coeffs[rest] = coeffs.get(rest, 0) + int(c)
-        else:
-            blocked |= term.free_symbols & loop_vars
-    return coeffs, blocked
-
-
-def _merge_runs(vars_, sizes, parts) -> list[list[int]]:
-    """Runs of positions (over the size>1 dims) that every index lets merge."""
-    runs: list[list[int]] = []
-    for k in range(len(vars_)):
-        if runs:
-            j = runs[-1][-1]
-            outer, inner, s_inner = vars_[j], vars_[k], sizes[k]
-            ok = all(
-                outer not in blocked
-                and inner not in blocked
-                and coeffs.get(outer, 0) == s_inner * coeffs.get(inner, 0)
-                for coeffs, blocked in parts
-            )
-            if ok:
-                runs[-1].append(k)
-                continue
-        runs.append([k])
-    return runs
 
 
 def _product(xs) -> int:
@@ -91,10 +58,12 @@ def _loop_vars(ranges: tuple, red: tuple) -> tuple[tuple, tuple]:
 def _coalesce(p: tuple, r: tuple, exprs: tuple) -> LoopInfo:
     """Merge neighbouring dims (pointwise with pointwise, reduction with reduction) every index allows."""
     loop_vars = {v for v, _ in p + r}
-    parts = [_linear_parts(e, loop_vars) for e in set(exprs)]
-    # Merged runs never mix pointwise and reduction dimensions.
-    p_runs = _merge_runs([v for v, _ in p], [s for _, s in p], parts)
-    r_runs = _merge_runs([v for v, _ in r], [s for _, s in r], parts)
+    parts = [affine_parts(e, loop_vars) for e in set(exprs)]
+    # Merged runs never mix pointwise and reduction dimensions. Only loops every index walks
+    # linearly merge (stax.ir.affine.contiguous), not coalesce_loops' merges through views'
+    # FloorDiv/ModularIndexing: the CPU policy compares outer loops at these boundaries (§7.1).
+    p_runs = contiguous_runs([v for v, _ in p], [s for _, s in p], parts)
+    r_runs = contiguous_runs([v for v, _ in r], [s for _, s in r], parts)
     p_sizes = tuple(s for _, s in p)
     r_sizes = tuple(s for _, s in r)
     group = (

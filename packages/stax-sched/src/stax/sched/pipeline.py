@@ -57,4 +57,4 @@ def _schedule(graph: Graph, policy, config: SchedulerConfig) -> Schedule:
     model = MemoryModel(graph, dag.nodes())
     order, _ = reorder(dag, model, config.reorder)
     memory = plan_memory(order, model, config)
-    return Schedule(graph, to_kernels(order), memory, fusion_log)
+    return Schedule(graph, to_kernels(order), memory, tuple(fusion_log))

@@ -100,7 +100,7 @@ class GpuPolicy:
     `gather_min_outputs`: a pointwise node that gathers is not fused in as the input (N == n*r)
     of a reduction with fewer outputs n: its gathers would all run in the reduction's n
     programs (latency-bound), where on its own, or after a producer with N outputs, they run
-    in parallel (log_softmax+nll's loss mean on the H200: one program, 23 us).
+    in parallel (log_softmax+nll's loss mean: otherwise one program does all the gathers).
     """
 
     config: SchedulerConfig = field(default_factory=SchedulerConfig)
