@@ -12,8 +12,9 @@ from stax.cpu import CpuConfig, compile_schedule
 from stax.cpu import isa as isa_mod
 from stax.cpu.toolchain import Toolchain, open_cache
 from stax.ir import dtypes as dt
+from stax.ir.examples import example_7_1
 from stax.sched import schedule as make_schedule
-from test_kernels import example_7_1, outer_fused_schedule
+from test_kernels import outer_fused_schedule
 
 
 def _levels(cache_dir):

@@ -10,20 +10,12 @@ from cpu_harness import F32, assert_close, contiguous, pointwise, run_both, sing
 from stax import ir
 from stax.cpu.loops import parallel_depth
 from stax.ir import dtypes as dt
+from stax.ir.examples import example_7_1
 from stax.sched import Kernel, MemoryEvent, MemoryPlan, Schedule
 from stax.sched import schedule as make_schedule
 
 i0, i1, i2 = ir.pointwise_vars(3)
 (r0,) = ir.reduction_vars(1)
-
-
-def example_7_1(rows=64, cols=128):
-    x = contiguous("primals_1", (rows, cols))
-    buf1 = ir.ComputedBuffer("buf1", ir.Layout.contiguous((rows, 1), F32), ir.Reduction(
-        (rows, 1), (cols,), "sum", ir.load("primals_1", cols * i0 + r0, F32)))
-    buf2 = pointwise("buf2", (rows, cols), ir.op(
-        "truediv", ir.load("primals_1", cols * i0 + i1, F32), ir.load("buf1", i0, F32)))
-    return ir.Graph([x], [buf1, buf2], ["buf2"])
 
 
 def outer_fused_schedule(g, depth=1):

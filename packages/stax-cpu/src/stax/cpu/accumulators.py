@@ -15,8 +15,8 @@ from stax.ir import Reduction
 from stax.ir.index_printer import to_c
 
 from . import cpp_ops as co
+from .cpp_ops import vtype
 from .loops import NodeLoops
-from .vec_body import vtype
 
 
 @dataclass

@@ -18,7 +18,8 @@ from stax.sched.schedule import EXTERN, SCATTER
 from . import isa as isa_mod
 from . import runtime, toolchain
 from .config import CpuConfig, resolve_cache_dir, resolve_num_threads, resolve_workers
-from .kernel import KernelSource, emit_kernel
+from .frame import KernelSource
+from .kernel import emit_kernel
 from .malloc_tuning import tune_malloc
 from .prelude import PRELUDE
 from .regions import ERR_SLOT, RegionPlanner, emit_region
@@ -44,7 +45,7 @@ def _input_checker(allocator):
 
 
 def _reads(graph, kernel) -> set:
-    out = set()
+    out: set[str] = set()
     for name in kernel.nodes:
         node = graph.node(name)
         if isinstance(node, ExternKernel):

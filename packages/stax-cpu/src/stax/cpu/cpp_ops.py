@@ -9,7 +9,8 @@ in the prelude helpers (stax::...) so every row stays a one-liner.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import numpy as np
 from stax.ir import OPS, REDUCTIONS
@@ -19,97 +20,172 @@ from stax.ir.ops import SCANS
 
 @dataclass(frozen=True)
 class CppOp:
+    """One op's C++. `scalar` / `vector`: templates (`vector` None: no vector form). The rest is what
+    the preludes and the vector body derive from the rows instead of keeping lists of names:
+    `helper`, the stax:: helper both templates call; `lanewise`, the vector prelude's lane-by-lane
+    fallback for it (STAX_<lanewise>(helper): VMAP1 unary, VMAP2 binary, VMAP2E binary with the
+    error flag, VPRED1 predicate); `builtin`, the scalar prelude defines the float/double helper over
+    GCC's __builtin_<helper>f / __builtin_<helper>; `compare`, the C operator of a comparison (where()
+    selects on the vector comparison's own mask); `bool_args`, how many leading operands may be bool
+    (mask) vectors in the vector form; `convert`, a function (src, dst, a) -> C++ used instead of the
+    templates (to_dtype's conversion matrix; `exact`: it rounds half types itself)."""
+
     scalar: str
     vector: str | None = None
     exact: bool = False  # result needs no re-rounding to a half type (it is one of the inputs, or exact)
+    helper: str | None = None
+    lanewise: str | None = None
+    builtin: bool = False
+    compare: str | None = None
+    bool_args: int = 0
+    convert: Callable | None = None
+    vector_convert: Callable | None = None
 
 
-def _u(fn: str, vec: bool = True) -> CppOp:
-    return CppOp(f"stax::{fn}({{a}})", f"stax::vec::{fn}({{a}})" if vec else None)
+def _u(fn: str, exact: bool = False, builtin: bool = False) -> CppOp:
+    """A unary stax:: helper with a lane-wise vector fallback."""
+    return CppOp(f"stax::{fn}({{a}})", f"stax::vec::{fn}({{a}})", exact, fn, "VMAP1", builtin)
 
 
+def _b(fn: str, exact: bool = False) -> CppOp:
+    """A binary stax:: helper with a lane-wise vector fallback."""
+    return CppOp(f"stax::{fn}({{a}}, {{b}})", f"stax::vec::{fn}({{a}}, {{b}})", exact, fn, "VMAP2")
+
+
+def _e(fn: str) -> CppOp:
+    """A binary stax:: helper that may set the error flag (division family, integer powers)."""
+    return CppOp(f"stax::{fn}({{a}}, {{b}}, err)", f"stax::vec::{fn}({{a}}, {{b}}, err)", False, fn, "VMAP2E")
+
+
+def _pred(fn: str) -> CppOp:
+    """A stax:: predicate (bool result) with a lane-wise vector fallback giving bool lanes."""
+    return CppOp(f"stax::{fn}({{a}})", f"stax::vec::{fn}({{a}})", False, fn, "VPRED1")
+
+
+def _cmp(op: str, name: str, bool_args: int = 0) -> CppOp:
+    return CppOp(f"{{a}} {op} {{b}}", f"stax::vec::{name}({{a}}, {{b}})", compare=op, bool_args=bool_args)
+
+
+def _logic(scalar: str, name: str, arity: int) -> CppOp:
+    args = ", ".join("{" + x + "}" for x in "ab"[:arity])
+    return CppOp(scalar, f"stax::vec::{name}({args})", bool_args=arity)
+
+
+# Row order is the order of the preludes' generated helper lists (PRELUDE's math, the vector maps).
 OP_TABLE: dict[str, CppOp] = {
     "add": CppOp("{a} + {b}", "{a} + {b}"),
     "sub": CppOp("{a} - {b}", "{a} - {b}"),
     "mul": CppOp("{a} * {b}", "{a} * {b}"),
     "truediv": CppOp("{a} / {b}", "{a} / {b}"),
-    "floordiv": CppOp("stax::floordiv({a}, {b}, err)", "stax::vec::floordiv({a}, {b}, err)"),
-    "truncdiv": CppOp("stax::truncdiv({a}, {b}, err)", "stax::vec::truncdiv({a}, {b}, err)"),
-    "remainder": CppOp("stax::remainder({a}, {b}, err)", "stax::vec::remainder({a}, {b}, err)"),
-    "fmod": CppOp("stax::fmod({a}, {b}, err)", "stax::vec::fmod({a}, {b}, err)"),
+    "floordiv": _e("floordiv"),
+    "truncdiv": _e("truncdiv"),
+    "remainder": _e("remainder"),
+    "fmod": _e("fmod"),
+    "pow": _e("pow"),
     "neg": CppOp("-{a}", "-{a}", exact=True),
-    "abs": CppOp("stax::abs({a})", "stax::vec::abs({a})", exact=True),
-    "maximum": CppOp("stax::maximum({a}, {b})", "stax::vec::maximum({a}, {b})", exact=True),
-    "minimum": CppOp("stax::minimum({a}, {b})", "stax::vec::minimum({a}, {b})", exact=True),
     "square": CppOp("{a} * {a}", "{a} * {a}"),
-    "fmax": CppOp("stax::fmax({a}, {b})", "stax::vec::fmax({a}, {b})", exact=True),
-    "fmin": CppOp("stax::fmin({a}, {b})", "stax::vec::fmin({a}, {b})", exact=True),
-    "sign": CppOp("stax::sign({a})", "stax::vec::sign({a})", exact=True),
-    "relu": CppOp("stax::relu({a})", "stax::vec::relu({a})", exact=True),
-    "pow": CppOp("stax::pow({a}, {b}, err)", "stax::vec::pow({a}, {b}, err)"),
-    "exp": _u("exp"),
-    "exp2": _u("exp2"),
-    "expm1": _u("expm1"),
-    "log": _u("log"),
-    "log2": _u("log2"),
-    "log10": _u("log10"),
-    "log1p": _u("log1p"),
-    "logaddexp": CppOp("stax::logaddexp({a}, {b})", "stax::vec::logaddexp({a}, {b})"),
-    "sqrt": _u("sqrt"),
+    "maximum": _b("maximum", exact=True),
+    "minimum": _b("minimum", exact=True),
+    "fmax": _b("fmax", exact=True),
+    "fmin": _b("fmin", exact=True),
+    "atan2": _b("atan2"),
+    "hypot": _b("hypot"),
+    "copysign": _b("copysign", exact=True),
+    "nextafter": _b("nextafter", exact=True),
+    "logaddexp": _b("logaddexp"),
+    "exp": _u("exp", builtin=True),
+    "exp2": _u("exp2", builtin=True),
+    "expm1": _u("expm1", builtin=True),
+    "log": _u("log", builtin=True),
+    "log2": _u("log2", builtin=True),
+    "log10": _u("log10", builtin=True),
+    "log1p": _u("log1p", builtin=True),
+    "sqrt": _u("sqrt", builtin=True),
     "rsqrt": _u("rsqrt"),
     "reciprocal": _u("reciprocal"),
-    "sin": _u("sin"),
-    "cos": _u("cos"),
-    "tan": _u("tan"),
-    "asin": _u("asin"),
-    "acos": _u("acos"),
-    "atan": _u("atan"),
-    "sinh": _u("sinh"),
-    "cosh": _u("cosh"),
-    "tanh": _u("tanh"),
-    "asinh": _u("asinh"),
-    "acosh": _u("acosh"),
-    "atanh": _u("atanh"),
-    "atan2": CppOp("stax::atan2({a}, {b})", "stax::vec::atan2({a}, {b})"),
-    "hypot": CppOp("stax::hypot({a}, {b})", "stax::vec::hypot({a}, {b})"),
-    "copysign": CppOp("stax::copysign({a}, {b})", "stax::vec::copysign({a}, {b})", exact=True),
-    "nextafter": CppOp("stax::nextafter({a}, {b})", "stax::vec::nextafter({a}, {b})", exact=True),
-    "erf": _u("erf"),
-    "erfc": _u("erfc"),
+    "sin": _u("sin", builtin=True),
+    "cos": _u("cos", builtin=True),
+    "tan": _u("tan", builtin=True),
+    "asin": _u("asin", builtin=True),
+    "acos": _u("acos", builtin=True),
+    "atan": _u("atan", builtin=True),
+    "sinh": _u("sinh", builtin=True),
+    "cosh": _u("cosh", builtin=True),
+    "tanh": _u("tanh", builtin=True),
+    "asinh": _u("asinh", builtin=True),
+    "acosh": _u("acosh", builtin=True),
+    "atanh": _u("atanh", builtin=True),
+    "erf": _u("erf", builtin=True),
+    "erfc": _u("erfc", builtin=True),
     "erfinv": _u("erfinv"),
-    "frac": _u("frac"),
     "lgamma": _u("lgamma"),
     "sigmoid": _u("sigmoid"),
-    "floor": CppOp("stax::floor({a})", "stax::vec::floor({a})", exact=True),
-    "ceil": CppOp("stax::ceil({a})", "stax::vec::ceil({a})", exact=True),
-    "round": CppOp("stax::round({a})", "stax::vec::round({a})", exact=True),
-    "trunc": CppOp("stax::trunc({a})", "stax::vec::trunc({a})", exact=True),
-    "eq": CppOp("{a} == {b}", "stax::vec::eq({a}, {b})"),
-    "ne": CppOp("{a} != {b}", "stax::vec::ne({a}, {b})"),
-    "lt": CppOp("{a} < {b}", "stax::vec::lt({a}, {b})"),
-    "le": CppOp("{a} <= {b}", "stax::vec::le({a}, {b})"),
-    "gt": CppOp("{a} > {b}", "stax::vec::gt({a}, {b})"),
-    "ge": CppOp("{a} >= {b}", "stax::vec::ge({a}, {b})"),
-    "isnan": CppOp("stax::isnan({a})", "stax::vec::isnan({a})"),
-    "isinf": CppOp("stax::isinf({a})", "stax::vec::isinf({a})"),
-    "isfinite": CppOp("stax::isfinite({a})", "stax::vec::isfinite({a})"),
-    "signbit": CppOp("stax::signbit({a})", "stax::vec::signbit({a})"),
-    "logical_and": CppOp("({a} != 0) && ({b} != 0)", "stax::vec::logical_and({a}, {b})"),
-    "logical_or": CppOp("({a} != 0) || ({b} != 0)", "stax::vec::logical_or({a}, {b})"),
-    "logical_xor": CppOp("({a} != 0) != ({b} != 0)", "stax::vec::logical_xor({a}, {b})"),
-    "logical_not": CppOp("{a} == 0", "stax::vec::logical_not({a})"),
-    "bitwise_and": CppOp("{a} & {b}", "{a} & {b}"),
-    "bitwise_or": CppOp("{a} | {b}", "{a} | {b}"),
-    "bitwise_xor": CppOp("{a} ^ {b}", "{a} ^ {b}"),
-    "bitwise_not": CppOp("stax::bitwise_not({a})", "stax::vec::bitwise_not({a})"),
-    "bitwise_left_shift": CppOp("stax::shift_left({a}, {b})", "stax::vec::shift_left({a}, {b})"),
-    "bitwise_right_shift": CppOp("stax::shift_right({a}, {b})", "stax::vec::shift_right({a}, {b})"),
-    "where": CppOp("{a} ? {b} : {c}", "stax::vec::where({a}, {b}, {c})", exact=True),
+    "floor": _u("floor", exact=True),
+    "ceil": _u("ceil", exact=True),
+    "round": _u("round", exact=True),
+    "trunc": _u("trunc", exact=True),
+    "frac": _u("frac"),
+    "abs": _u("abs", exact=True),
+    "sign": _u("sign", exact=True),
+    "relu": _u("relu", exact=True),
+    "eq": _cmp("==", "eq", bool_args=2),
+    "ne": _cmp("!=", "ne", bool_args=2),
+    "lt": _cmp("<", "lt"),
+    "le": _cmp("<=", "le"),
+    "gt": _cmp(">", "gt"),
+    "ge": _cmp(">=", "ge"),
+    "isnan": _pred("isnan"),
+    "isinf": _pred("isinf"),
+    "isfinite": _pred("isfinite"),
+    "signbit": _pred("signbit"),
+    "logical_and": _logic("({a} != 0) && ({b} != 0)", "logical_and", 2),
+    "logical_or": _logic("({a} != 0) || ({b} != 0)", "logical_or", 2),
+    "logical_xor": _logic("({a} != 0) != ({b} != 0)", "logical_xor", 2),
+    "logical_not": _logic("{a} == 0", "logical_not", 1),
+    "bitwise_and": CppOp("{a} & {b}", "{a} & {b}", bool_args=2),
+    "bitwise_or": CppOp("{a} | {b}", "{a} | {b}", bool_args=2),
+    "bitwise_xor": CppOp("{a} ^ {b}", "{a} ^ {b}", bool_args=2),
+    "bitwise_not": replace(_u("bitwise_not"), bool_args=1),
+    "bitwise_left_shift": _b("shift_left"),
+    "bitwise_right_shift": _b("shift_right"),
+    "where": CppOp("{a} ? {b} : {c}", "stax::vec::where({a}, {b}, {c})", exact=True, bool_args=1),
     "rand": CppOp("stax::rand({a}, {b})", "stax::vec::rand({a}, {b})"),
     "randn": CppOp("stax::randn({a}, {b})", "stax::vec::randn({a}, {b})"),
-    # to_dtype is a conversion matrix, see `convert` below; its row only marks it as known.
-    "to_dtype": CppOp("{a}", "{a}"),
+    # to_dtype is a conversion matrix (`convert`, `vector_convert` below), not a template
+    "to_dtype": CppOp("{a}", "{a}", exact=True, bool_args=1, convert=lambda s, d, a: convert(s, d, a),
+                      vector_convert=lambda s, d, a: vector_convert(s, d, a)),
 }
+
+
+def helpers(lanewise: str) -> list[str]:
+    """The stax:: helpers whose rows ask for the vector prelude's STAX_<lanewise> fallback, in row order."""
+    return [row.helper for row in OP_TABLE.values() if row.lanewise == lanewise]
+
+
+def builtin_helpers() -> list[str]:
+    """The unary helpers the scalar prelude defines over GCC math builtins, in row order."""
+    return [row.helper for row in OP_TABLE.values() if row.builtin]
+
+
+def scalar_expr(name: str, args: list[str], arg_dtypes: list, dtype: dt.DType) -> str:
+    """C++ of op `name` on the scalar operands `args` (compute values), rounded to a half `dtype`
+    unless the row is exact."""
+    row = OP_TABLE[name]
+    if row.convert is not None:
+        expr = row.convert(arg_dtypes[0], dtype, args[0])
+    else:
+        expr = row.scalar.format(**dict(zip("abc", args)), T=compute_ctype(dtype))
+    return round_expr(dtype, expr) if is_half(dtype) and not row.exact else expr
+
+
+def vector_expr(name: str, args: list[str], arg_dtypes: list, dtype: dt.DType) -> str:
+    """C++ of op `name` on the vector operands `args`, rounded to a half `dtype` unless exact."""
+    row = OP_TABLE[name]
+    if row.vector_convert is not None:
+        expr = row.vector_convert(arg_dtypes[0], dtype, args[0])
+    else:
+        expr = row.vector.format(**dict(zip("abc", args)))
+    return f"stax::vec::{'rh' if dtype == dt.float16 else 'rb'}({expr})" if is_half(dtype) and not row.exact else expr
 
 
 @dataclass(frozen=True)
@@ -172,6 +248,18 @@ STORAGE_CTYPE: dict[str, str] = {
 }
 
 
+# compute dtype -> vector type of the vectorized form (half types compute in float lanes)
+VTYPE: dict[str, str] = {
+    "float32": "stax::vec::vfloat", "float16": "stax::vec::vfloat", "bfloat16": "stax::vec::vfloat",
+    "float64": "stax::vec::vdouble", "int32": "stax::vec::vint32", "int64": "stax::vec::vint64",
+    "bool": "stax::vec::vbool",
+}
+
+
+def vtype(d: dt.DType) -> str:
+    return VTYPE[d.name]
+
+
 def storage_ctype(d: dt.DType) -> str:
     return STORAGE_CTYPE[d.name]
 
@@ -226,6 +314,27 @@ def convert(src: dt.DType, dst: dt.DType, a: str) -> str:
     if dst == dt.bfloat16:
         return f"stax::rb(static_cast<float>({a}))"
     return f"static_cast<{dst.ctype}>({a})"
+
+
+def vector_convert(src: dt.DType, dst: dt.DType, a: str) -> str:
+    """to_dtype in the vector form: vector `a` of compute lanes of `src` to lanes of `dst`."""
+    if src == dst or (is_half(src) and dst == dt.float32):
+        return a
+    if dst.is_bool:
+        return f"stax::vec::nonzero({a})"
+    if src.is_bool:
+        expr = f"stax::vec::convert_bool<{vtype(dst)}>({a})"
+    elif dst.is_integer and src.is_floating:
+        expr = f"stax::vec::float_to_int<{vtype(dst)}>({a})"
+    elif vtype(src) == vtype(dst):
+        expr = a
+    else:
+        expr = f"stax::vec::convert<{vtype(dst)}>({a})"
+    if dst == dt.float16:
+        return f"stax::vec::rh({expr})"  # through float, as c10::Half(double)
+    if dst == dt.bfloat16:
+        return f"stax::vec::rb({expr})"
+    return expr
 
 
 # ---- literals ----

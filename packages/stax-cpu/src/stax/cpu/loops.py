@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import sympy
 from stax.ir import ComputedBuffer, IndexValue, Load, Reduction, walk
+from stax.ir.affine import affine_parts, contiguous
 from stax.ir.graph import Scan
 from stax.ir.index import as_int, contiguous_strides, pointwise_vars, reduction_vars, strided_index, var
 from stax.ir.simplify import memory_order
@@ -24,22 +25,15 @@ def loop_var(k: int) -> sympy.Symbol:
     return var("x", k)
 
 
+def c_var(name: str) -> sympy.Symbol:
+    """A C variable of the generated code (a loop bound, a lane, a checked index) as an index symbol."""
+    return sympy.Symbol(name, integer=True, nonnegative=True)
+
+
 def linear_coeffs(e: sympy.Expr, syms) -> dict | None:
-    """{sym: integer coefficient} if every term of `e` mentioning `syms` is c*sym; else None."""
-    syms = set(syms)
-    out: dict = {}
-    for term in sympy.Add.make_args(sympy.expand(e)):
-        used = term.free_symbols & syms
-        if not used:
-            continue
-        if len(used) > 1:
-            return None
-        (s,) = used
-        c, rest = term.as_independent(s, as_Add=False)
-        if rest != s or not c.is_Integer:
-            return None
-        out[s] = out.get(s, 0) + int(c)
-    return out
+    """{sym: integer coefficient} if every term of the expanded `e` mentioning `syms` is c*sym; else None
+    (stax.ir.affine.affine_parts)."""
+    return affine_parts(sympy.expand(e), syms).linear
 
 
 @dataclass
@@ -115,13 +109,9 @@ def body_indices(node: ComputedBuffer) -> list[sympy.Expr]:
 
 
 def _mergeable(exprs, a, b, size_b) -> bool:
-    for e in exprs:
-        if not (e.has(a) or e.has(b)):
-            continue
-        co = linear_coeffs(e, (a, b))
-        if co is None or co.get(a, 0) != co.get(b, 0) * size_b:
-            return False
-    return True
+    """Loops a (outer) and b are one contiguous loop for every index (stax.ir.affine.contiguous)."""
+    used = [e for e in exprs if e.has(a) or e.has(b)]
+    return contiguous([affine_parts(sympy.expand(e), (a, b)) for e in used], a, b, size_b)
 
 
 def _in_write_order(dims: list, write: sympy.Expr, loads: list) -> list:

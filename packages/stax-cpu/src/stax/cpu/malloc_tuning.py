@@ -2,8 +2,8 @@
 
 Why: glibc serves every block above its mmap threshold (at most 32 MiB by default) with a
 fresh `mmap` and returns it with `munmap` on free. A 32 MiB output then costs 8192 page
-faults and the kernel zeroing every page on *each* call — in this VM more than the kernel's
-own reads and writes (copy into a fresh buffer: 28 ms; into a reused one: 8 ms). Raising the
+faults and the kernel zeroing every page on *each* call — often more than the kernel's
+own reads and writes. Raising the
 mmap threshold puts such blocks on the heap, and raising the trim threshold keeps freed heap
 memory mapped, so the next call's allocation reuses warm pages.
 

@@ -19,6 +19,7 @@ from stax.ir import ComputedBuffer, Graph, Load, walk
 from stax.sched.schedule import FUSED, OUTER_LOOP_FUSED, Kernel
 
 from .loops import NodeLoops, linear_coeffs, loop_var, node_loops
+from .vec_body import access_score
 
 log = logging.getLogger("stax.cpu")
 
@@ -122,11 +123,9 @@ def _blocks_vertical(nls: list[NodeLoops], depth: int) -> bool:
     """Does sharing `depth` outer loops take a reduction's best vector loop away from it? Its
     innermost pointwise loop (shared at this depth) is the one its reads are contiguous along
     (a channels-last mean over H, W: C is innermost), while its reduction loop is strided."""
-    from .vec_body import _access_score
-
     for nl in nls:
         if nl.is_reduction and not nl.is_scan and nl.npoint == depth and nl.nred:
-            if _access_score([nl], depth - 1) > max(0, _access_score([nl], len(nl.sizes) - 1)):
+            if access_score([nl], depth - 1) > max(0, access_score([nl], len(nl.sizes) - 1)):
                 return True
     return False
 

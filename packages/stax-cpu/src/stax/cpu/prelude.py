@@ -4,9 +4,19 @@ It includes no system header: fixed-width types come from compiler macros and ma
 from GCC/Clang builtins, because <cmath> and <immintrin.h> alone cost 0.1-0.4 s of
 compile time per unit. Helpers implement the op table's exact semantics (NaN
 propagation, Python floor division, error flags) so generated code stays one line per op.
+The math helpers over GCC builtins are the rows of cpp_ops.OP_TABLE marked `builtin`.
 """
 
-PRELUDE = r"""
+from .cpp_ops import builtin_helpers
+
+
+def _math1() -> str:
+    """STAX_MATH1(name, name) for every builtin-backed unary helper, four to a line."""
+    calls = [f"STAX_MATH1({fn}, {fn})" for fn in builtin_helpers()]
+    return "\n".join(" ".join(calls[k:k + 4]) for k in range(0, len(calls), 4))
+
+
+_TEXT = r"""
 // ---- stax prelude: scalar helpers (no system headers, for compile speed) ----
 typedef __INT8_TYPE__ int8_t;
 typedef __INT16_TYPE__ int16_t;
@@ -104,12 +114,7 @@ static inline float rb(float x) { return b2f(f2b(x)); }                  // roun
 #define STAX_MATH1(name, fn) \
     static inline float name(float x) { return __builtin_##fn##f(x); } \
     static inline double name(double x) { return __builtin_##fn(x); }
-STAX_MATH1(exp, exp) STAX_MATH1(exp2, exp2) STAX_MATH1(expm1, expm1) STAX_MATH1(log, log)
-STAX_MATH1(log2, log2) STAX_MATH1(log10, log10) STAX_MATH1(log1p, log1p) STAX_MATH1(sqrt, sqrt)
-STAX_MATH1(sin, sin) STAX_MATH1(cos, cos) STAX_MATH1(tan, tan) STAX_MATH1(asin, asin)
-STAX_MATH1(acos, acos) STAX_MATH1(atan, atan) STAX_MATH1(sinh, sinh) STAX_MATH1(cosh, cosh)
-STAX_MATH1(tanh, tanh) STAX_MATH1(asinh, asinh) STAX_MATH1(acosh, acosh) STAX_MATH1(atanh, atanh)
-STAX_MATH1(erf, erf) STAX_MATH1(erfc, erfc)
+@MATH1@
 #undef STAX_MATH1
 static inline float atan2(float a, float b) { return __builtin_atan2f(a, b); }
 static inline double atan2(double a, double b) { return __builtin_atan2(a, b); }
@@ -349,3 +354,5 @@ static inline double pow(double a, double b, int64_t*) { return __builtin_pow(a,
 }  // namespace stax
 // ---- end of prelude ----
 """
+
+PRELUDE = _TEXT.replace("@MATH1@", _math1())

@@ -17,18 +17,11 @@ from dataclasses import dataclass, field
 
 from stax.ir import ComputedBuffer, Graph, Load, Pointwise, Reduction, body_roots, walk
 from stax.ir.graph import Scan
-from stax.sched.schedule import FUSED, OUTER_LOOP_FUSED, POINTWISE, REDUCTION, REUSE, Kernel, Schedule
+from stax.sched.plan_walk import plan_calls
+from stax.sched.schedule import ALLOC, FUSED, OUTER_LOOP_FUSED, POINTWISE, REDUCTION, REUSE, Kernel, Schedule
 
-from .kernel import (
-    KernelContext,
-    KernelEmitter,
-    KernelSource,
-    Lines,
-    LocalBuffer,
-    _local_buffers,
-    bind_pointers,
-    signature,
-)
+from .emitter import KernelEmitter
+from .frame import KernelContext, KernelSource, Lines, LocalBuffer, bind_pointers, local_buffers, signature
 from .localize import Chunking, chunk_buffers, emit_chunked, plan_chunking
 from .loops import node_loops, parallel_depth
 from .nests import Nest, plan_nests, share_groups
@@ -80,36 +73,31 @@ def _reads(graph: Graph, names) -> set[str]:
 
 
 def wrapper_peak(schedule: Schedule, spans: list[tuple[int, int]], local: set) -> int:
-    """Bytes the wrapper holds at its fullest when kernels [a, b] of each span run in one call:
-    the plan's allocations of the span before it, its releases after it (inputs included)."""
+    """Bytes the wrapper holds at its fullest when kernels [a, b] of each span (the spans cover the
+    schedule in order) run in one call: the plan's allocations of the span before it, its releases
+    after it (inputs included; stax.sched.plan_walk's order)."""
     g = schedule.graph
     size = {b: g.buffer_layout(b).nbytes() for b in [i.name for i in g.inputs] + [n.name for n in g.nodes]}
-    pre: dict[int, list] = {}
-    post: dict[int, list] = {}
-    for e in schedule.memory.events:
-        (post if e.kind == "free" else pre).setdefault(e.step, []).append(e)
     live = {i.name for i in g.inputs}
     cur = sum(size[b] for b in live)
     peak = cur
     outputs = set(g.outputs)
-    for a, b in spans:
-        for s in range(a, b + 1):
-            for e in pre.get(s, []):
-                if e.kind == "alloc" and e.buffer not in local and e.buffer not in live:
+    for call in plan_calls(schedule, {a: b - a + 1 for a, b in spans}):
+        for e in call.before:
+            if e.kind == ALLOC and e.buffer not in local and e.buffer not in live:
+                live.add(e.buffer)
+                cur += size[e.buffer]
+            elif e.kind == REUSE and e.reuses in live:
+                live.discard(e.reuses)
+                cur -= size[e.reuses]
+                if e.buffer not in local:
                     live.add(e.buffer)
                     cur += size[e.buffer]
-                elif e.kind == REUSE and e.reuses in live:
-                    live.discard(e.reuses)
-                    cur -= size[e.reuses]
-                    if e.buffer not in local:
-                        live.add(e.buffer)
-                        cur += size[e.buffer]
         peak = max(peak, cur)
-        for s in range(a, b + 1):
-            for e in post.get(s, []):
-                if e.buffer in live and e.buffer not in outputs:
-                    live.discard(e.buffer)
-                    cur -= size[e.buffer]
+        for e in call.after:
+            if e.buffer in live and e.buffer not in outputs:
+                live.discard(e.buffer)
+                cur -= size[e.buffer]
     return peak
 
 
@@ -174,7 +162,7 @@ class RegionPlanner:
         nests = [(p, n) for p, k in enumerate(kernels) for n in self.nests(k)]
         local: dict = {}
         for k in kernels:
-            local.update(_local_buffers(self.nests(k), self.escaping_of(k)))
+            local.update(local_buffers(self.nests(k), self.escaping_of(k)))
         units: list[Unit] = []
         j = 0
         while j < len(nests):
@@ -243,7 +231,7 @@ class RegionPlanner:
         kernel_local = set()  # per-iteration arrays of outer-loop-fused kernels (any grouping)
         for k in ks:
             if mergeable(k, self.g):
-                kernel_local |= set(_local_buffers(self.nests(k), self.escaping_of(k)))
+                kernel_local |= set(local_buffers(self.nests(k), self.escaping_of(k)))
         base = wrapper_peak(self.schedule, [(i, i) for i in range(len(ks))], kernel_local)
         i = 0
         while i < len(ks):

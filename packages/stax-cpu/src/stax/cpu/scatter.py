@@ -19,8 +19,9 @@ from stax.ir.value_ranges import bound_index, bounds_check_needed
 from stax.sched.schedule import Kernel
 
 from . import cpp_ops as co
-from .kernel import KernelContext, KernelSource, Lines, ScalarBody, _sym, signature
-from .loops import NodeLoops, loop_var, parallel_depth
+from .frame import KernelContext, KernelSource, Lines, signature
+from .loops import NodeLoops, c_var, loop_var, parallel_depth
+from .scalar_body import ScalarBody
 
 
 def _loops(node, sizes, vars_) -> NodeLoops:
@@ -93,7 +94,7 @@ def _scatter_pass(ctx: KernelContext, lines: Lines, node, threads: int, min_chun
             ctx.index_loads.append(f"scatter index {sym} of {node.name}")
             value = f"stax::check_index(static_cast<int64_t>({value}), {as_int(bound)}, err, {load_id})"
         lines(f"const int64_t {t} = {value};")
-        subs[sym] = _sym(t)
+        subs[sym] = c_var(t)
         ranges[sym] = as_int(bound)
     coords = []
     for k, (e, n) in enumerate(zip(body.index, sizes)):
@@ -106,7 +107,7 @@ def _scatter_pass(ctx: KernelContext, lines: Lines, node, threads: int, min_chun
         ctx.index_loads.append(f"scatter coordinate {k} of {node.name}")
         t = ctx.tmp()
         lines(f"const int64_t {t} = stax::check_index(static_cast<int64_t>({c}), {n}, err, {load_id});")
-        coords.append(_sym(t))
+        coords.append(c_var(t))
     value = sb.value(nl, body.value)
     ref = f"{ctx.ptr(node.name)}[{to_c(node.layout.index(coords))}]"
     if body.mode == "set":

@@ -13,20 +13,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import sympy
 from stax.ir import Constant, IndexValue, Load, Op, walk
 from stax.ir import dtypes as dt
 from stax.ir.index import as_int
 from stax.ir.index_printer import to_c
 
 from . import cpp_ops as co
-from .loops import NodeLoops, linear_coeffs, loop_var
+from .cpp_ops import VTYPE, vtype
+from .loops import NodeLoops, c_var, linear_coeffs, loop_var
 
-VTYPE = {
-    "float32": "stax::vec::vfloat", "float16": "stax::vec::vfloat", "bfloat16": "stax::vec::vfloat",
-    "float64": "stax::vec::vdouble", "int32": "stax::vec::vint32", "int64": "stax::vec::vint64",
-    "bool": "stax::vec::vbool",
-}
 # reductions with a vector accumulator (accumulators.VEC_ACC); bool values: any/all only
 VEC_REDUCTIONS = ("sum", "prod", "max", "min", "argmax", "argmin", "any", "all",
                   "welford_mean", "welford_m2", "welford_count")
@@ -38,18 +33,9 @@ BIG_BODY = 12
 # short loops (Example 7.1's 128-float rows) keep one accumulator, as Listing 7.1: the latency is
 # small next to the row's other costs there
 UNROLL_MIN_BLOCKS = 16
-# ops that may take bool (mask) operands in the vector form
-BOOL_OPS = {"where", "logical_and", "logical_or", "logical_xor", "logical_not", "bitwise_and", "bitwise_or",
-            "bitwise_xor", "bitwise_not", "eq", "ne", "to_dtype"}
-
-
-def vtype(d: dt.DType) -> str:
-    return VTYPE[d.name]
-
-
 # where(a <cmp> b, x, y) selects on the comparison's own mask when its lanes are as wide as x's
 # (_where_on_compare); through `vbool` (char lanes) GCC narrows and widens the mask lane by lane
-COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+COMPARE = {name: row.compare for name, row in co.OP_TABLE.items() if row.compare}
 LANE_BYTES = {"stax::vec::vfloat": 4, "stax::vec::vint32": 4, "stax::vec::vdouble": 8, "stax::vec::vint64": 8}
 
 
@@ -69,11 +55,10 @@ def _body_ok(nl: NodeLoops) -> bool:
     for n in walk(nl.node.body.value):
         if n.dtype.name not in VTYPE:
             return False
-        if isinstance(n, Op) and n.name not in BOOL_OPS:
-            if any(a.dtype.is_bool for a in n.args):
+        if isinstance(n, Op):  # bool (mask) operands only where the op's row allows them (where: the condition)
+            ok = co.OP_TABLE[n.name].bool_args
+            if any(a.dtype.is_bool for a in n.args[ok:]):
                 return False
-        if isinstance(n, Op) and n.name == "where" and any(a.dtype.is_bool for a in n.args[1:]):
-            return False
     return nl.node.layout.dtype.name in VTYPE
 
 
@@ -93,7 +78,7 @@ def _strided_partner(group: list[NodeLoops], dim: int, start: int) -> int | None
     return None
 
 
-def _access_score(group: list[NodeLoops], dim: int) -> int:
+def access_score(group: list[NodeLoops], dim: int) -> int:
     """Bytes accessed contiguously along loop `dim` minus bytes that would need lane loops, per
     innermost iteration (a reduction's store happens once per output, not per iteration)."""
     x = loop_var(dim)
@@ -129,7 +114,7 @@ def plan_vector(group: list[NodeLoops], start: int, vector_bytes: int, tile: boo
         return None
     lanes = vector_bytes // 4
     if tile and not reds and n - start >= 2:
-        dim = max(range(start, n), key=lambda k: (_access_score(group, k), k))
+        dim = max(range(start, n), key=lambda k: (access_score(group, k), k))
         partner = _strided_partner(group, dim, start)
         if partner is None and dim != n - 1:
             partner = n - 1
@@ -140,7 +125,7 @@ def plan_vector(group: list[NodeLoops], start: int, vector_bytes: int, tile: boo
     cands = [n - 1]
     if head.nred and head.npoint and head.npoint - 1 >= start:
         cands.append(head.npoint - 1)
-    dim = max(cands, key=lambda k: (_access_score(group, k), k))
+    dim = max(cands, key=lambda k: (access_score(group, k), k))
     if head.sizes[dim] < lanes:
         return None
     vertical = dim != n - 1
@@ -166,7 +151,7 @@ def _scan_plan(group: list[NodeLoops], start: int, lanes: int) -> VecPlan | None
     if any(not nl.is_scan or nl.accumulate not in VEC_SCANS or nl.node.body.value.dtype.is_bool for nl in group):
         return None
     dim = n - 1  # the scan axis runs last
-    if dim < start or head.sizes[dim] < lanes or _access_score(group, dim) <= 0:
+    if dim < start or head.sizes[dim] < lanes or access_score(group, dim) <= 0:
         return None
     return VecPlan(dim, lanes, False, head.sizes[dim] % lanes != 0, scan=True)
 
@@ -185,10 +170,6 @@ def vector_reduction(nl: NodeLoops) -> bool:
     return not (rtype.startswith("welford") and not d.is_floating)
 
 
-def _sym(name: str) -> sympy.Symbol:
-    return sympy.Symbol(name, integer=True, nonnegative=True)
-
-
 class VecBody:
     """Emits node values with loop `dim` vectorized; uniform subtrees go through `scalar`."""
 
@@ -197,7 +178,7 @@ class VecBody:
         self.ctx, self.lines, self.cse, self.plan, self.scalar = ctx, lines, cse, plan, scalar
         self.preloaded = preloaded or {}  # Load node -> vector already in registers (transposed tiles)
         self.x = loop_var(plan.dim)
-        self.lane = _sym("l")
+        self.lane = c_var("l")
         # (lines before the vector loop, their broadcast cache): `scalar` then writes every uniform
         # value there, so their broadcasts go there too (GCC does not hoist loads out of loops in
         # OpenMP-outlined functions: the pointers' __restrict__ is lost when they are captured)
@@ -212,7 +193,7 @@ class VecBody:
             if id(n) in names:
                 continue
             if not self._varying(nl, n, names):
-                s = self.scalar._node(nl, n, snames)
+                s = self.scalar.node(nl, n, snames)
                 snames[id(n)] = s
                 names[id(n)] = (s, False)
             else:
@@ -286,13 +267,7 @@ class VecBody:
             if fused is not None:
                 return fused
         args = [self.vec(*names[id(a)], a.dtype) for a in n.args]
-        if n.name == "to_dtype":
-            expr = self._convert(n.args[0].dtype, n.dtype, args[0])
-        else:
-            row = co.OP_TABLE[n.name]
-            expr = row.vector.format(**dict(zip("abc", args)))
-            if co.is_half(n.dtype) and not row.exact:
-                expr = f"stax::vec::{'rh' if n.dtype == dt.float16 else 'rb'}({expr})"
+        expr = co.vector_expr(n.name, args, [a.dtype for a in n.args], n.dtype)
         return self._define(("VO", n.name, tuple(args), n.dtype), n.dtype, expr)
 
     def _where_on_compare(self, n: Op, names) -> str | None:
@@ -307,26 +282,6 @@ class VecBody:
         a, b, x, y = (self.vec(*names[id(v)], v.dtype) for v in (*cond.args, *n.args[1:]))
         expr = f"(({a} {COMPARE[cond.name]} {b}) ? {x} : {y})"
         return self._define(("VW", cond.name, a, b, x, y, n.dtype), n.dtype, expr)
-
-    @staticmethod
-    def _convert(src: dt.DType, dst: dt.DType, a: str) -> str:
-        if src == dst or (co.is_half(src) and dst == dt.float32):
-            return a
-        if dst.is_bool:
-            return f"stax::vec::nonzero({a})"
-        if src.is_bool:
-            expr = f"stax::vec::convert_bool<{vtype(dst)}>({a})"
-        elif dst.is_integer and src.is_floating:
-            expr = f"stax::vec::float_to_int<{vtype(dst)}>({a})"
-        elif vtype(src) == vtype(dst):
-            expr = a
-        else:
-            expr = f"stax::vec::convert<{vtype(dst)}>({a})"
-        if dst == dt.float16:
-            return f"stax::vec::rh({expr})"  # through float, as c10::Half(double)
-        if dst == dt.bfloat16:
-            return f"stax::vec::rb({expr})"
-        return expr
 
     def _load(self, nl: NodeLoops, n: Load, names) -> str:
         ptr = self.ctx.ptr(n.buffer)
@@ -364,7 +319,7 @@ class VecBody:
                 s = self.ctx.tmp()
                 self.lines(f"const int64_t {s} = stax::check_index(static_cast<int64_t>({vn}{'[l]' if vv else ''}), "
                            f"{as_int(bound)}, err, {load_id});")
-                lane_idx = lane_idx.xreplace({sym: _sym(s)})
+                lane_idx = lane_idx.xreplace({sym: c_var(s)})
             val = co.load_expr(n.dtype, f"{ptr}[{to_c(lane_idx)}]")
             self.lines(f"{t}[l] = {'-' if n.dtype.is_bool else ''}({val});")
             if guard is not None:

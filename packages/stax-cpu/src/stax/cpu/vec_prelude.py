@@ -9,15 +9,12 @@ Booleans are 0/-1 lanes of `char` (a type distinct from int8_t) so they can sele
 
 from __future__ import annotations
 
+from .cpp_ops import helpers
 from .tiles import transpose_source
 from .vec_math import VEC_MATH
 
-# scalar-helper names mapped lane-wise when no SIMD overload exists
-_UNARY = """exp exp2 expm1 log log2 log10 log1p sqrt rsqrt reciprocal sin cos tan asin acos atan sinh cosh tanh
-asinh acosh atanh erf erfc erfinv lgamma sigmoid floor ceil round trunc frac abs sign relu bitwise_not""".split()
-_BINARY = "maximum minimum fmax fmin atan2 hypot copysign nextafter logaddexp shift_left shift_right".split()
-_BINARY_ERR = "floordiv truncdiv remainder fmod pow".split()
-_PRED1 = "isnan isinf isfinite signbit".split()
+# the lane-wise fallback macros of `_TEXT`, in this order; the helper names come from cpp_ops.OP_TABLE's rows
+LANEWISE = ("VMAP1", "VMAP2", "VMAP2E", "VPRED1")
 
 
 def _prefix_source(lanes: int) -> str:
@@ -33,15 +30,7 @@ def _prefix_source(lanes: int) -> str:
 
 
 def vec_prelude(lanes: int) -> str:
-    maps = []
-    for name in _UNARY:
-        maps.append(f"STAX_VMAP1({name})")
-    for name in _BINARY:
-        maps.append(f"STAX_VMAP2({name})")
-    for name in _BINARY_ERR:
-        maps.append(f"STAX_VMAP2E({name})")
-    for name in _PRED1:
-        maps.append(f"STAX_VPRED1({name})")
+    maps = [f"STAX_{kind}({name})" for kind in LANEWISE for name in helpers(kind)]
     text = _TEXT.replace("@W@", str(lanes)).replace("@DUP@", ", ".join(["e"] * lanes))
     text = text.replace("@TRANSPOSE@", transpose_source(lanes)).replace("@PREFIX@", _prefix_source(lanes))
     return text.replace("@MAPS@", "\n".join(maps)) + VEC_MATH

@@ -1,9 +1,9 @@
 """Schedule -> the Python source of `call(args)` (Listing 8.1).
 
 The wrapper checks input layouts, clears `args` so inputs can be released early,
-then walks the kernels in order applying the memory plan: allocations before a
-kernel, `bufB = bufA; del bufA  # reuse` lines, kernel calls with data pointers,
-an error check, and `del` after a buffer's last use. It is generated as text so it
+then walks the kernels in order applying the memory plan (stax.sched.plan_walk's calls):
+allocations before a kernel, `bufB = bufA; del bufA  # reuse` lines, kernel calls with data
+pointers, an error check, and `del` after a buffer's last use. It is generated as text so it
 can be read and dumped; `compile_schedule` exec's it in a namespace of runtime hooks.
 """
 
@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from stax.ir import ExternKernel, Graph, Layout
 from stax.ir.index import as_int
-from stax.sched.schedule import ALLOC, EXTERN, FREE, REUSE, Schedule
+from stax.sched.plan_walk import donors, plan_calls
+from stax.sched.schedule import ALLOC, EXTERN, REUSE, Schedule
 
 
 def _ints(xs) -> tuple:
@@ -39,7 +40,8 @@ def wrapper_source(schedule: Schedule, kernel_params: dict, externs: dict, local
     before it, their releases after it); `bound`: extern nodes whose callable already holds its
     constants (called with the buffers only, not `**consts_<node>`)."""
     g: Graph = schedule.graph
-    region_of = {ks[0]: (fn, len(ks)) for fn, ks in (regions or {}).items()}
+    step_of = {k.name: s for s, k in enumerate(schedule.kernels)}
+    region_of = {step_of[ks[0]]: (fn, len(ks)) for fn, ks in (regions or {}).items()}
     inputs = [i.name for i in g.inputs]
     outputs = set(g.outputs)
     # buffers that must be real objects with their own layout (not just storage for a pointer)
@@ -47,12 +49,7 @@ def wrapper_source(schedule: Schedule, kernel_params: dict, externs: dict, local
     for n in g.nodes:
         if isinstance(n, ExternKernel):
             needs_object.update(n.inputs)
-    events: dict = {}
-    donors = {e.reuses for e in schedule.memory.events if e.kind == REUSE}  # their `del` is the reuse line
-    for e in schedule.memory.events:
-        if e.buffer in local and e.kind != REUSE:
-            continue
-        events.setdefault((e.step, e.kind == FREE), []).append(e)
+    reused = donors(schedule.memory)  # their `del` is the reuse line
 
     L = ["def call(args):"]
     L.append(f"    if len(args) != {len(inputs)}:")
@@ -99,11 +96,10 @@ def wrapper_source(schedule: Schedule, kernel_params: dict, externs: dict, local
 
     held[1] = held[0]
     kernels = schedule.kernels
-    step = 0
-    while step < len(kernels):
-        k = kernels[step]
-        fn, count = region_of.get(k.name, (k.name, 1))
-        steps = range(step, step + count)
+    for call in plan_calls(schedule, {s: c for s, (_, c) in region_of.items()}):
+        steps, count = call.steps, len(call.steps)
+        k = kernels[steps.start]
+        fn = region_of[steps.start][0] if steps.start in region_of else k.name
         node0 = g.node(k.nodes[0])
         # a kernel (or a region's later kernel) may still read a donor its buffer reuses (in place):
         # the donor's `del` waits for the call
@@ -120,7 +116,9 @@ def wrapper_source(schedule: Schedule, kernel_params: dict, externs: dict, local
                 L.append(f"    {line + '; ' if line else ''}del {donor}  # {note}")
                 drop(donor)
 
-        for e in (e for s in steps for e in events.get((s, False), [])):
+        for e in call.before:
+            if e.buffer in local and e.kind != REUSE:
+                continue
             if e.kind == ALLOC:
                 if not isinstance(g.node(e.buffer), ExternKernel):
                     alloc(e.buffer)
@@ -179,11 +177,10 @@ def wrapper_source(schedule: Schedule, kernel_params: dict, externs: dict, local
             L.append(f"    del {donor}")
             if donor in live:
                 drop(donor)
-        for e in (e for s in steps for e in events.get((s, True), [])):
-            if e.buffer in live and e.buffer not in outputs and e.buffer not in donors:
+        for e in call.after:
+            if e.buffer in live and e.buffer not in local and e.buffer not in outputs and e.buffer not in reused:
                 L.append(f"    del {e.buffer}")
                 drop(e.buffer)
-        step += count
     plan = schedule.memory
     gone = sorted(b for b in local if any(e.buffer == b for e in plan.events))
     L.insert(1, f"    # memory: plan peak {plan.peak_bytes} B (M* {plan.lower_bound_bytes} B); this wrapper holds at most "
