@@ -164,12 +164,12 @@ def test_margin_keeps_the_first_candidate_on_a_near_tie(tmp_path, gain, chosen):
 def test_launch_bound_kernels_are_not_raced():
     """Below autotune_min_elements a kernel gets the heuristic's config and only its variant:
     each raced config would be a Triton compile that a launch-bound kernel cannot pay back."""
-    from stax.gpu.compile import _kernel_set
+    from stax.gpu.compile import kernel_set
     from stax.gpu.emit import ErrorTable
 
     gpu = config(interpret=False, autotune=True, math="libdevice", dual_variant_min=16)
     (small,) = plan_kernels(build_schedule(softmax_rows(64, 128)), gpu)  # 8192 elements
-    vs, cands = _kernel_set(small, gpu, ErrorTable())
+    vs, cands = kernel_set(small, gpu, ErrorTable())
     assert len(cands) == 1 and [ks.variant for ks in vs] == [cands[0].variant]
-    vs, cands = _kernel_set(small, gpu.with_(autotune_min_elements=8192), ErrorTable())
+    vs, cands = kernel_set(small, gpu.with_(autotune_min_elements=8192), ErrorTable())
     assert len(cands) > 1 and [ks.variant for ks in vs] == [PERSISTENT, LOOPED]

@@ -10,7 +10,7 @@ import pytest
 import torch
 from gpu_testlib import ON_CUDA, config, f32, i0, i1, inp, make_inputs, pw, r0, red
 from stax.gpu import compile_schedule
-from stax.gpu.compile import _why_not_graphed
+from stax.gpu.compile import why_not_graphed
 from stax.gpu.graphs import GraphedCall
 from stax.gpu.host_graphs import HostGraphs
 from stax.gpu.plan import EXTERN_FORM
@@ -297,18 +297,18 @@ class _Plan:
 
 def test_which_modules_are_graphed():
     cuda = config(interpret=False, device="cuda")
-    assert _why_not_graphed(cuda, [_Plan("pointwise")], ()) is None
-    assert _why_not_graphed(cuda, [_Plan(EXTERN_FORM)], ()) is None  # a library call (mm, conv) is captured
-    assert _why_not_graphed(cuda, [_Plan(EXTERN_FORM, fallback=True)], ()) == (
+    assert why_not_graphed(cuda, [_Plan("pointwise")], ()) is None
+    assert why_not_graphed(cuda, [_Plan(EXTERN_FORM)], ()) is None  # a library call (mm, conv) is captured
+    assert why_not_graphed(cuda, [_Plan(EXTERN_FORM, fallback=True)], ()) == (
         "it calls fallback ATen ops (any of which may synchronize)")
-    assert _why_not_graphed(cuda.with_(cuda_graphs=False), [], ()) == "off"
-    assert _why_not_graphed(config(interpret=True, device="cpu"), [], ()) == "not a cuda module"
+    assert why_not_graphed(cuda.with_(cuda_graphs=False), [], ()) == "off"
+    assert why_not_graphed(config(interpret=True, device="cpu"), [], ()) == "not a cuda module"
 
     class SyncFlag:
         sync = True
 
-    assert _why_not_graphed(cuda, [], SyncFlag()) == "its error flag is read synchronously"
-    assert _why_not_graphed(cuda, [], (), 3 * 2**30) == "it allocates 3072 MiB per call (cuda_graph_max_bytes 1024 MiB)"
+    assert why_not_graphed(cuda, [], SyncFlag()) == "its error flag is read synchronously"
+    assert why_not_graphed(cuda, [], (), 3 * 2**30) == "it allocates 3072 MiB per call (cuda_graph_max_bytes 1024 MiB)"
 
 
 def test_modules_that_allocate_much_are_not_graphed(monkeypatch):

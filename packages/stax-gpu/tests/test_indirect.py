@@ -85,17 +85,17 @@ def test_only_poisoned_checks_skip_the_sync():
     """On cuda a float gather reads its flag asynchronously; an integer gather cannot be
     poisoned with NaN, so its module reads the flag in the call (as error_sync=True)."""
     flag = lambda m: generated_module(m).ERRORS  # noqa: E731
-    from stax.gpu.compile import _why_not_graphed
+    from stax.gpu.compile import why_not_graphed
 
     assert not flag(compile_embedding(device="cuda")).sync
     assert flag(compile_embedding(i64, device="cuda")).sync
     assert flag(compile_embedding(device="cuda", error_sync=True)).sync
     # the reason a module is not graphed names what made its read synchronous
     cuda = config(interpret=False, device="cuda")
-    assert _why_not_graphed(cuda, [], flag(compile_embedding(i64, device="cuda"))) == (
+    assert why_not_graphed(cuda, [], flag(compile_embedding(i64, device="cuda"))) == (
         "its error flag is read synchronously (unpoisoned checks: "
         "indirect index out of bounds reading table: not in [0, 10))")
-    assert _why_not_graphed(cuda, [], flag(compile_embedding(device="cuda", error_sync=True))) == (
+    assert why_not_graphed(cuda, [], flag(compile_embedding(device="cuda", error_sync=True))) == (
         "its error flag is read synchronously (GpuConfig.error_sync)")
 
 

@@ -6,7 +6,7 @@ STAX_GPU_CONFIG=pdl=1 on the H200)."""
 import pytest
 from gpu_testlib import ON_CUDA, config
 from stax.gpu import compile_schedule
-from stax.gpu.compile import _why_no_pdl, generated_module, launchers
+from stax.gpu.compile import generated_module, launchers, why_no_pdl
 from stax.gpu.heuristics import LaunchConfig
 from stax.gpu.kernels import PDL_PROLOGUE, KernelSource, with_pdl
 from stax.gpu.runtime import KernelLauncher
@@ -31,7 +31,7 @@ def test_an_unexpected_header_is_an_error_not_a_silent_skip():
 
 @pytest.mark.skipif(ON_CUDA, reason="on cuda the test config is a cuda module (PDL on)")
 def test_the_interpreter_and_cpu_modules_get_no_pdl():
-    assert _why_no_pdl(config(pdl=True)) == "not a cuda module"
+    assert why_no_pdl(config(pdl=True)) == "not a cuda module"
     m = compile_schedule(build_schedule(example_7_2(), None), config=config(pdl=True))
     assert "gdc_wait" not in m.source
     assert all(launcher.options == {} for launcher in launchers(generated_module(m)))

@@ -30,16 +30,15 @@ from stax.gpu.plan import plan_kernels
 from stax.gpu.testing import build_schedule
 from stax.ir import Graph, const, load, op
 from stax.ir import cast as ir_cast
+from stax.ir.examples import example_7_1 as ir_example_7_1
 
 LOOPED = dict(persistent_reduction_max=8, r0_block_cap=8, xblock_cap=4)  # force R0_BLOCK loops, ragged tails
 SMALL = dict(xblock_cap=4)  # several program instances, ragged last block
 
 
 def example_7_1(n=64, m=128):
-    x = inp("primals_1", (n, m))
-    buf1 = red("buf1", (n, 1), (m,), "sum", load("primals_1", m * i0 + r0, f32))
-    buf2 = pw("buf2", (n, m), op("truediv", load("primals_1", m * i0 + i1, f32), load("buf1", i0, f32)))
-    return Graph((x,), (buf1, buf2), ("buf2",))
+    """The shared Example 7.1 (stax.ir.examples) on the device this suite's graphs use."""
+    return ir_example_7_1(n, m, device="cuda")
 
 
 def example_7_2(n=64, m=128):

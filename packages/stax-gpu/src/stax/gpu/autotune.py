@@ -66,10 +66,9 @@ class BenchmarkAutotuner:
 
     `rounds` > 1 interleaves the candidates (each round times all of them, starting one further
     along) and takes each one's median: a clock or neighbour drift during tuning then lands on
-    every candidate alike (timed one after another, 1-2 % noise picked layernorm's config on the H200).
+    every candidate alike (timed one after another, noise of a few percent decides).
     `margin`: the heuristic's first candidate stays unless another is faster by more than this
-    fraction; below it five short rounds cannot tell (H200 transpose+add: the tuner took 64x64 with
-    4 warps by 0.2 %, three longer interleaved probes timed 8 warps 0.15-0.17 % faster).
+    fraction; below it five short rounds cannot tell.
     """
 
     def __init__(self, cache: AutotuneCache, timer: Callable[[Callable[[], None]], float], rounds: int = 1,

@@ -82,7 +82,7 @@ def load_module(source: str, cache_dir: str):
     return module
 
 
-def _kernel_set(plan, config: GpuConfig, errors: ErrorTable) -> tuple[list, list]:
+def kernel_set(plan, config: GpuConfig, errors: ErrorTable) -> tuple[list, list]:
     """The kernel variants of one plan and the launch configs to race (heuristic first)."""
     vs = [write_kernel(plan, config, errors, v) for v in variants(plan, config)]
     cands = [c for ks in vs for c in candidates(plan, ks, config)]
@@ -124,10 +124,10 @@ def compile_schedule(schedule, *, extern_kernels=None, config: GpuConfig | None 
     schedule = split_scatters(schedule)
     plans, scatters = plan_with_scatters(schedule, config, plan_kernels)
     launch = {p.index: scatter_kernel_set(p, scatters[p.index], config, errors) if p.index in scatters
-              else _kernel_set(p, config, errors) for p in plans if p.form != EXTERN_FORM}
+              else kernel_set(p, config, errors) for p in plans if p.form != EXTERN_FORM}
     options = {}
     if config.pdl:
-        why_not = _why_no_pdl(config)
+        why_not = why_no_pdl(config)
         if why_not is None:
             launch = {k: ([with_pdl(ks) for ks in vs], cands) for k, (vs, cands) in launch.items()}
             options["launch_pdl"] = True
@@ -183,7 +183,7 @@ def compile_schedule(schedule, *, extern_kernels=None, config: GpuConfig | None 
     if pool is not None:
         _precompile(pool, module, schedule.graph, autotuner, options)
     call = module.call
-    why_not = _why_not_graphed(config, plans, module.ERRORS, _allocated_bytes(schedule))
+    why_not = why_not_graphed(config, plans, module.ERRORS, _allocated_bytes(schedule))
     if why_not is None:
         call = GraphedCall(call, module.__name__, errors=module.ERRORS or None,
                            instances=config.cuda_graph_instances, keys=config.cuda_graph_keys,
@@ -240,7 +240,7 @@ def _precompile(pool, module, graph, autotuner, options: dict) -> None:
             launcher.prepared[cfg.key()] = (job, pool.submit(job))
 
 
-def _why_no_pdl(config: GpuConfig) -> str | None:
+def why_no_pdl(config: GpuConfig) -> str | None:
     """None when kernels may use programmatic dependent launch (GpuConfig.pdl), else why not."""
     from . import triton_helpers
 
@@ -261,7 +261,7 @@ def _allocated_bytes(schedule) -> int:
     return sum(schedule.graph.buffer_layout(ev.buffer).nbytes() for ev in schedule.memory.events if ev.kind == ALLOC)
 
 
-def _why_not_graphed(config: GpuConfig, plans, errors, allocated: int = 0) -> str | None:
+def why_not_graphed(config: GpuConfig, plans, errors, allocated: int = 0) -> str | None:
     """None when the module's wrapper may be replayed as a CUDA graph (graphs.py), else why not."""
     if not config.cuda_graphs:
         return "off"

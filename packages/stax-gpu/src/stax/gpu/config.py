@@ -36,7 +36,7 @@ class GpuConfig:
         the heuristic's first choice; results are cached on disk under cache_dir. Kernels
         over fewer than autotune_min_elements (x * y * r) are launch-bound: they get the
         heuristic's choice, and only its variant is generated (each raced config is a
-        Triton compile: the H200 models suite compiled 3x longer than Inductor).
+        Triton compile: racing them all made compile time dominate small models).
     persistent_reduction_max: largest padded reduction size kept whole in one block.
     dual_variant_min: above this padded size (and up to persistent_reduction_max), the
         autotuner also races a looped variant against the persistent one.
@@ -57,16 +57,12 @@ class GpuConfig:
         the logical order of its dims (a permuted output, eager's strides for x.t().exp(),
         is then stored with stride 1; plan._write_order).
     operand_order: emit an op's operands left to right, so loads are issued in the order the
-        program reads them (Inductor's order; False: right to left, the former order). H200 A/B
-        (15 rounds x 3 allocation states, every suite workload): transpose+add 0.5 % faster in
-        each state (x.t()'s contiguous tile is loaded before y's transposed one, as Inductor
-        does), the ten others -0.3..+0.5 % with mixed signs by state.
+        program reads them (Inductor's order; False: right to left): a transpose's contiguous
+        tile is then loaded before its transposed one.
     tile_store_major: 2-D tiles walk, on program_id(0), the tile axis their store is contiguous
         along, so neighbouring programs write adjacent tiles (kernels._stores_along_y; False:
-        x tiles always). H200 A/B on transpose+add: +2.7 % and +3 % with the output stored
-        along y (before write_order), +2.1 % with it stored along x (x.t()'s layout).
-    tile_evict_last: 2-D tiles (transposes) mark their loads evict_last, as Inductor's do
-        (H200 A/B, two runs: transpose+add 1.009x and 1.008x faster, so on by default).
+        x tiles always).
+    tile_evict_last: 2-D tiles (transposes) mark their loads evict_last, as Inductor's do.
     eviction_hints: reductions mark loads evict_last (read again, or broadcast over rows)
         or evict_first (read once); evict_first / evict_last_broadcast: False drops only
         the evict_first marks / the evict_last marks of broadcast loads (A/B knobs).
@@ -78,7 +74,7 @@ class GpuConfig:
         when n_out < split_max_outputs (None: 2 x SMs) and r >= split_min_rnumel, S is the
         largest divisor of r with S <= split_target_programs / n_out (None: 4 x SMs) and
         r / S >= split_min_chunk.
-    num_sms: streaming multiprocessors of the target (None: ask the device; 132 = H200).
+    num_sms: streaming multiprocessors of the target (None: ask the device).
     cuda_graphs: replay a cuda module's wrapper as a CUDA graph once the same input
         addresses come back (graphs.py: one host call instead of a launch per kernel;
         outputs are never overwritten while anyone holds them); cuda_graph_instances
@@ -92,14 +88,9 @@ class GpuConfig:
         this one's last wave drains. With it on, a key whose timed plain calls spent at least
         cuda_graph_gpu_bound_ratio x their host time on the GPU (median GPU time, least host
         time of 3) is not graphed (graphs.py: PDL does not overlap two graph launches; 0
-        graphs every key). Off by default. H200, 16384x4096 fp32, 2026-11-30: plain PDL
-        launches against graph replays without PDL, 31 rounds x 3 allocation states:
-        layernorm +1.3 %, rmsnorm +2.0 %, transpose+add +0.8 %, silu +0.2 %; but the whole
-        suite with PDL on (21 x 3) against pdl=0 in the same rounds: -0.8 to +0.4 % on ten
-        workloads, and var_mean -22 %: its 62 us of kernels read 125-147 us between the
-        timed calls' events (from an idle GPU the span includes the host's launch time)
-        against 33-67 us of host time, so it stayed on plain launches, which then fell
-        behind. Ignored on older GPUs and the interpreter.
+        graphs every key). Off by default: the gains measured were within noise, and a short
+        kernel timed from an idle GPU looks GPU-bound and loses its graph (README; numbers in
+        benchmarks/results). Ignored on older GPUs and the interpreter.
     compile_workers: processes that compile a cuda module's kernels ahead of their first
         launch (precompile.py); None: half the host's cores, at most 8 (none on <= 2
         cores); 0: the JIT compiles each kernel at its first launch.
@@ -134,7 +125,7 @@ class GpuConfig:
     tile_evict_last: bool = True
     split_reductions: bool = True
     split_max_outputs: int | None = None
-    split_min_rnumel: int = 65536  # H200 A/B: at r=16384 (log_softmax+nll) the extra launch cost more than it saved
+    split_min_rnumel: int = 65536  # below it the extra launch costs more than the split saves
     split_min_chunk: int = 128
     split_target_programs: int | None = None
     num_sms: int | None = None

@@ -20,11 +20,12 @@ import sympy
 from stax.ir import Constant, IndexValue, Load, Op, Reduction
 from stax.ir import dtypes as dt
 from stax.ir.index import FloorDiv, ModularIndexing, pointwise_vars, reduction_vars
+from stax.ir.index_printer import parenthesize
 from stax.ir.normalize import normalize_index
 from stax.ir.value_ranges import indirect_checks_needed
 
 from .config import GpuConfig
-from .indexing import _balanced, axes_of, texpr
+from .indexing import axes_of, texpr
 from .plan import TILED_FORM, XR, KernelPlan, NodePlan
 from .triton_ops import cast, compute_triton_dtype, literal, store_cast, triton_dtype, triton_op
 
@@ -244,7 +245,7 @@ class Emitter:
             axes = axes | value_mask.axes
             vm = self.tensor(value_mask).src
             mask = f"{mask} & {vm}" if mask else vm
-        ptr = f"{self.args[ld.buffer]} + {_paren(texpr(idx))}"
+        ptr = f"{self.args[ld.buffer]} + {parenthesize(texpr(idx))}"
         if not axes_of(idx, self.axis_of):
             ptr = f"{self.args[ld.buffer]} + ({texpr(idx)} + tl.zeros({self.one_shape}, tl.int32))"
         parts = [ptr]
@@ -337,7 +338,7 @@ class Emitter:
     def store(self, p: NodePlan, v: V) -> None:
         idx = self.plan.simplify(p.node.write_index().xreplace(p.subs))
         axes = axes_of(idx, self.axis_of)
-        ptr = f"{self.args[p.node.name]} + {_paren(texpr(idx))}"
+        ptr = f"{self.args[p.node.name]} + {parenthesize(texpr(idx))}"
         if not v.axes <= axes or not axes:
             # e.g. a whole-tensor sum: one output, yet the value is a [XBLOCK, 1] block
             missing = v.axes - axes
@@ -349,10 +350,6 @@ class Emitter:
         val = store_cast(v.src, v.dtype, p.node.layout.dtype, self.config.math)
         m = self.mask(axes)
         self.line(f"tl.store({ptr}, {val}{', ' + m if m else ''})")
-
-
-def _paren(s: str) -> str:
-    return s if (s.startswith("(") and _balanced(s)) else f"({s})"
 
 
 def _node_ranges(node) -> dict:

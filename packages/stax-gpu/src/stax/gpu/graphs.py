@@ -20,12 +20,9 @@ With programmatic dependent launch (GpuConfig.pdl) a graph has a cost too: PDL o
 a kernel's launch with the previous kernel's drain within a graph but not across two
 graph launches. So before capturing, `GraphedCall(gpu_bound_ratio=r)` times a few plain
 calls (`probe_calls`): when their median GPU time is at least r x their least host time,
-launches already hide behind the kernels, and that key stays on plain launches (H200,
-16384x4096 fp32: plain PDL launches -0.1 to +1.0 % against graph replays with PDL on five
-GPU-bound workloads; the host-bound log_softmax+nll lost 6.7 %, and stays graphed). The
-least host time: one call slowed by the host (a page fault, a collector pause) must not
-make a GPU-bound key look launch-bound (with one timed call per key, six GPU-bound H200
-suite workloads stayed graphed; with three, 28 of 30 keys of GPU-bound ones went plain).
+launches already hide behind the kernels, and that key stays on plain launches (a host-bound
+one stays graphed). The least host time: one call slowed by the host (a page fault, a
+collector pause) must not make a GPU-bound key look launch-bound, hence three timed calls.
 The GPU span of a call made on an idle GPU includes the host's launch time, so a key whose
 kernels take about as long as its host work can be misjudged GPU-bound (config.pdl).
 """

@@ -16,9 +16,8 @@ from .kernels import LOOPED, PERSISTENT, TILED, KernelSource, next_pow2
 from .plan import KernelPlan
 
 # (YBLOCK, XBLOCK, num_warps) of 2-D tiles, raced in this order up to max_autotune_configs (the
-# first is kept unless another wins by the tuner's margin): on the H200, transpose+add, 64x64 with
-# 8 warps (Inductor's choice too) was 0.15-0.17 % faster than with 4 in three interleaved probes
-# (benchmarks/gpu/transpose_probe.py); every other tile was as fast or slower (gpu-h200-noise.md).
+# first is kept unless another wins by the tuner's margin): 64x64 with 8 warps, Inductor's choice
+# too, was the best tile measured for transposes (benchmarks/results).
 TILES = [(64, 64, 8), (64, 64, 4), (32, 32, 4), (32, 128, 4), (128, 32, 4), (64, 128, 8)]
 
 
@@ -118,7 +117,6 @@ def _looped(plan: KernelPlan, config: GpuConfig) -> list[tuple[int, int, int]]:
     if plan.xnumel <= 8:
         # a handful of rows (a loss mean over 16384 rows): each program walks its whole row
         # and is latency-bound, so take as much of the row per step as registers allow
-        # (H200: R0_BLOCK=2048 cost 32 us for 16384 gathered elements)
         return [(1, 8192, 16), (1, 4096, 16), (1, 16384, 32), (1, 2048, 8)]
     # (1, 2048, 16): what Inductor's autotuner picked on the H200 for layernorm's welford loops
     return [(1, 2048, 8), (1, 2048, 16), (1, 4096, 16), (1, 1024, 4)]

@@ -44,34 +44,32 @@ def next_pow2(n: int) -> int:
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
 
 
-def _render(scope_lines: list, indent: str, r_numel: int | None = None) -> list[str]:
+def render_lines(scope_lines: list, indent: str, r_numel: int | None = None) -> list[str]:
     """Kernel body lines; an r-loop runs to the literal `r_numel`: a trip count known when
-    Triton compiles lets it unroll the loop and keep both halves' loads in flight (H200,
-    layernorm's two 2048-wide loops at 16 warps: 169.9 us with the runtime bound, 129.5 us with
-    the literal, benchmarks/gpu/layernorm_probe.py)."""
+    Triton compiles lets it unroll the loop and keep both halves' loads in flight."""
     out = []
     for item in scope_lines:
         if isinstance(item, Scope):
             assert r_numel is not None, "an r-loop needs its trip count"
             out += [indent + ln for ln in item.pre]
             out.append(indent + f"for r0_offset in range(0, {r_numel}, R0_BLOCK):")
-            out += _render(item.lines, indent + "    ", r_numel)
+            out += render_lines(item.lines, indent + "    ", r_numel)
         else:
             out.append(indent + item)
     return out
 
 
-def _signature(name: str, em: Emitter, numels: tuple, blocks: tuple) -> str:
+def signature(name: str, em: Emitter, numels: tuple, blocks: tuple) -> str:
     params = [em.args[b] for b in em.args] + (["err_ptr"] if em.uses_err else [])
     params += [n for n, _ in numels] + [f"{b}: tl.constexpr" for b in blocks]
     return f"@triton.jit\ndef {name}({', '.join(params)}):"
 
 
-def _axis_defs(plan: KernelPlan, axis: str) -> list[str]:
+def axis_defs(plan: KernelPlan, axis: str) -> list[str]:
     return [f"{v.name} = {v.definition()}" for v in plan.axis_vars if v.axis == axis]
 
 
-def _offset(axis: str, pid: int, block: str, int64: bool) -> str:
+def program_offset(axis: str, pid: int, block: str, int64: bool) -> str:
     pid_s = f"tl.program_id({pid})" + (".to(tl.int64)" if int64 else "")
     return f"{axis}offset = {pid_s} * {block}"
 
@@ -85,7 +83,7 @@ def _mask_line(axis: str, cond: str, shape: str, full: frozenset) -> str:
 
 def _stores_along_y(plan: KernelPlan) -> bool:
     """Does the tile's first store walk memory with stride 1 along y? Then program_id(0) walks y
-    tiles, so neighbouring programs write adjacent tiles (H200: +2-3 % on transpose+add either way)."""
+    tiles, so neighbouring programs write adjacent tiles."""
     ys = [v.symbol for v in plan.axis_vars if v.axis == "y"]
     for p in plan.nodes:
         if p.node.name in plan.stores:
@@ -108,18 +106,18 @@ def write_pointwise(plan: KernelPlan, config: GpuConfig, errors: ErrorTable, nam
     if tiled:
         numels, blocks = (("ynumel", plan.ynumel), ("xnumel", plan.xnumel)), ("YBLOCK", "XBLOCK")
         swap = config.tile_store_major and _stores_along_y(plan) and plan.xnumel <= 65535 * 16
-        head += [_offset("y", 0 if swap else 1, "YBLOCK", int64), "yindex = yoffset + tl.arange(0, YBLOCK)[:, None]",
+        head += [program_offset("y", 0 if swap else 1, "YBLOCK", int64), "yindex = yoffset + tl.arange(0, YBLOCK)[:, None]",
                  _mask_line("y", "yindex < ynumel", "[YBLOCK, 1]", full)]
-        head += [_offset("x", 1 if swap else 0, "XBLOCK", int64), "xindex = xoffset + tl.arange(0, XBLOCK)[None, :]",
+        head += [program_offset("x", 1 if swap else 0, "XBLOCK", int64), "xindex = xoffset + tl.arange(0, XBLOCK)[None, :]",
                  _mask_line("x", "xindex < xnumel", "[1, XBLOCK]", full)]
-        head += _axis_defs(plan, "y")
+        head += axis_defs(plan, "y")
     else:
         numels, blocks = (("xnumel", plan.xnumel),), ("XBLOCK",)
-        head += [_offset("x", 0, "XBLOCK", int64), "xindex = xoffset + tl.arange(0, XBLOCK)[:]",
+        head += [program_offset("x", 0, "XBLOCK", int64), "xindex = xoffset + tl.arange(0, XBLOCK)[:]",
                  _mask_line("x", "xindex < xnumel", "[XBLOCK]", full)]
-    head += _axis_defs(plan, "x")
-    body = _render(em.top.lines, "    ")
-    src = "\n".join([_signature(name, em, numels, blocks)] + ["    " + h for h in head] + body) + "\n"
+    head += axis_defs(plan, "x")
+    body = render_lines(em.top.lines, "    ")
+    src = "\n".join([signature(name, em, numels, blocks)] + ["    " + h for h in head] + body) + "\n"
     return KernelSource(name, TILED if tiled else POINTWISE, src, tuple(em.args), em.uses_err, numels, blocks, None, full,
                         tiled and swap)
 
@@ -130,9 +128,8 @@ def write_reduction(plan: KernelPlan, config: GpuConfig, errors: ErrorTable, nam
     r0_block = None if looped else next_pow2(max(rn, 1))
     needs_rmask = looped or r0_block != rn
     em = Emitter(plan, config, errors, {"x": "xmask", "r": "r0_mask" if needs_rmask else None}, "[1, 1]")
-    # a persistent kernel that also writes a full (x, r) output (layernorm) ran 2.5-4.8 % slower on
-    # the H200 with its read-once loads marked evict_first (3 runs); row results only (Listing 7.2,
-    # exp -> sum & amax) keep the mark
+    # a persistent kernel that also writes a full (x, r) output (layernorm) is slower with its
+    # read-once loads marked evict_first; row results only (Listing 7.2, exp -> sum & amax) keep the mark
     em.evict_first_ok = looped or not any(p.role == XR and p.node.name in plan.stores for p in plan.nodes)
     if looped:
         _looped_body(plan, em)
@@ -140,29 +137,29 @@ def write_reduction(plan: KernelPlan, config: GpuConfig, errors: ErrorTable, nam
         _persistent_body(plan, em)
     int64 = plan.index_dtype == "int64"
     cast64 = ".to(tl.int64)" if int64 else ""
-    head = [_offset("x", 0, "XBLOCK", int64), "xindex = xoffset + tl.arange(0, XBLOCK)[:, None]",
+    head = [program_offset("x", 0, "XBLOCK", int64), "xindex = xoffset + tl.arange(0, XBLOCK)[:, None]",
             _mask_line("x", "xindex < xnumel", "[XBLOCK, 1]", full)]
-    rdefs = _axis_defs(plan, "r")
+    rdefs = axis_defs(plan, "r")
     if looped:
         head.append(f"r0_base = tl.arange(0, R0_BLOCK)[None, :]{cast64}")
-        head += _axis_defs(plan, "x")
+        head += axis_defs(plan, "x")
         body = []
         for item in em.top.lines:
             if isinstance(item, Scope):
                 item.lines[:0] = ["r0_index = r0_offset + r0_base",
                                   _mask_line("r", "r0_index < r0_numel", "[1, R0_BLOCK]", full)] + rdefs
-        body = _render(em.top.lines, "    ", rn)
+        body = render_lines(em.top.lines, "    ", rn)
         blocks = ("XBLOCK", "R0_BLOCK")
     else:
         head.insert(0, f"R0_BLOCK: tl.constexpr = {r0_block}")
         head.append(f"r0_index = tl.arange(0, R0_BLOCK)[None, :]{cast64}")
         if needs_rmask:
             head.append("r0_mask = r0_index < r0_numel")
-        head += _axis_defs(plan, "x") + rdefs
-        body = _render(em.top.lines, "    ")
+        head += axis_defs(plan, "x") + rdefs
+        body = render_lines(em.top.lines, "    ")
         blocks = ("XBLOCK",)
     numels = (("xnumel", plan.xnumel), ("r0_numel", rn))
-    src = "\n".join([_signature(name, em, numels, blocks)] + ["    " + h for h in head] + body) + "\n"
+    src = "\n".join([signature(name, em, numels, blocks)] + ["    " + h for h in head] + body) + "\n"
     return KernelSource(name, LOOPED if looped else PERSISTENT, src, tuple(em.args), em.uses_err, numels, blocks, r0_block,
                         full)
 
@@ -329,4 +326,4 @@ def variants(plan: KernelPlan, config: GpuConfig) -> list[str]:
     return [PERSISTENT]
 
 
-__all__ = ["KernelSource", "write_kernel", "variants", "XR", "next_pow2"]
+__all__ = ["KernelSource", "axis_defs", "next_pow2", "program_offset", "render_lines", "signature", "variants", "write_kernel", "XR"]

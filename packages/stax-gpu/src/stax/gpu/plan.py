@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import sympy
 from stax.ir import ComputedBuffer, ExternKernel, IndexValue, Load, Reduction, Scan, walk
+from stax.ir.affine import affine_parts
 from stax.ir.index import as_int, pointwise_vars, reduction_vars
 from stax.ir.simplify import coalesce_loops, memory_order, simplify_index
 from stax.ir.value_ranges import index_fits_int32
@@ -188,8 +189,9 @@ def _coalesce(dims: list, exprs: list, prefix: str):
 
 def contiguous_dim(expr, new_vars) -> int | None:
     """Position of the dimension an affine access walks with stride 1, if any."""
+    parts = affine_parts(sympy.expand(expr), new_vars)
     for k, v in enumerate(new_vars):
-        if sympy.expand(expr).coeff(v) == 1:
+        if parts.stride(v) == 1:
             return k
     return None
 
@@ -372,9 +374,9 @@ def _is_outer(plan: KernelPlan) -> bool:
             continue
         for ld in walk(p.node.body.value):
             if isinstance(ld, Load):
-                e = sympy.expand(plan.simplify(ld.index.xreplace(p.subs)))
-                votes_x += any(e.coeff(s) == 1 for s in xs)
-                votes_r += any(e.coeff(s) == 1 for s in rs)
+                parts = affine_parts(sympy.expand(plan.simplify(ld.index.xreplace(p.subs))), xs + rs)
+                votes_x += any(parts.stride(s) == 1 for s in xs)
+                votes_r += any(parts.stride(s) == 1 for s in rs)
     return votes_x > votes_r
 
 

@@ -1,9 +1,8 @@
 """Compile a module's Triton kernels in worker processes, all at once, ahead of their first launch.
 
 Triton's JIT compiles a kernel at its first launch, one kernel after another, and more than
-half of a compile holds the GIL (threads gained 1.3x on 2 cores), so a model with 30 small
-kernels waited ~8 s on the H200's host while Inductor, compiling in a process pool, took 3 s.
-Here every (variant, config) a module may launch becomes a picklable `CompileJob`: the
+half of a compile holds the GIL (threads barely help), so a model with many small kernels
+waits for them in series where Inductor compiles in a process pool. Here every (variant, config) a module may launch becomes a picklable `CompileJob`: the
 generated module's file, the kernel's name, its signature and the specialization the JIT
 would pick for aligned arguments (pointers and sizes divisible by 16). `compile_schedule`
 submits the jobs to a pool of worker processes, which compile into Triton's on-disk cache;

@@ -99,8 +99,8 @@ class ErrorFlag:
     into the device's address space): `begin()` reads it with one host load and raises
     what an earlier call flagged once its kernels have finished, like eager's
     asynchronous device asserts; `check()` synchronizes and reads. No copy, no event:
-    the read costs nothing on the hot path (a device flag plus an async copy and an
-    event cost ~50 us of host time per call on the H200's host). Modules with unpoisoned
+    the read costs nothing on the hot path (a device flag needs an async copy and an event
+    per call, which cost host time). Modules with unpoisoned
     checks (integer gathers, x // 0) or `sync` keep the flag on the device and read it at
     the end of each call (a host sync). On cpu (the interpreter) every call raises at its end.
     """

@@ -38,17 +38,18 @@ from stax.ir import (
 )
 from stax.ir import dtypes as dt
 from stax.ir.index import as_int, pointwise_vars, reduction_vars
+from stax.ir.index_printer import parenthesize
 from stax.ir.value_ranges import bound_index, bounds_check_needed
 from stax.sched import Kernel, MemoryEvent, Schedule
 from stax.sched.nodes import EXTERN_NODE
 from stax.sched.schedule import ALLOC, EXTERN, POINTWISE, REUSE, SCATTER
 
 from .config import GpuConfig, interpreter_enabled
-from .emit import Emitter, ErrorTable, V, _paren
+from .emit import Emitter, ErrorTable, V
 from .heuristics import candidates
 from .indexing import axes_of, texpr
 from .kernels import POINTWISE as POINTWISE_VARIANT
-from .kernels import KernelSource, _axis_defs, _offset, _render, _signature
+from .kernels import KernelSource, axis_defs, program_offset, render_lines, signature
 from .plan import INT32_LIMIT, KernelPlan, plan_kernel
 from .triton_ops import store_cast
 
@@ -251,7 +252,7 @@ def write_scatter(plan: KernelPlan, sp: ScatterPass, config: GpuConfig, errors: 
     val = store_cast(v.src, v.dtype, layout.dtype, config.math)
     if poisoned and in_range and config.bounds_check == "flag":
         val = f"tl.where({' & '.join(f'({c})' for c in in_range)}, {val}, float('nan'))"
-    ptr = f"{em.args[sp.node.name]} + {_paren(texpr(idx))}"
+    ptr = f"{em.args[sp.node.name]} + {parenthesize(texpr(idx))}"
     if "x" not in axes_of(idx, em.axis_of):
         ptr = f"{em.args[sp.node.name]} + ({texpr(idx)} + tl.zeros([XBLOCK], tl.int32))"
     if "x" not in v.axes:
@@ -261,15 +262,15 @@ def write_scatter(plan: KernelPlan, sp: ScatterPass, config: GpuConfig, errors: 
     else:
         em.line(f"tl.store({ptr}, {val}, mask=xmask)")
     name = f"triton_sca_fused_{plan.index}"
-    head = [_offset("x", 0, "XBLOCK", plan.index_dtype == "int64"), "xindex = xoffset + tl.arange(0, XBLOCK)[:]",
-            "xmask = xindex < xnumel"] + _axis_defs(plan, "x")
+    head = [program_offset("x", 0, "XBLOCK", plan.index_dtype == "int64"), "xindex = xoffset + tl.arange(0, XBLOCK)[:]",
+            "xmask = xindex < xnumel"] + axis_defs(plan, "x")
     numels, blocks = (("xnumel", plan.xnumel),), ("XBLOCK",)
-    src = "\n".join([_signature(name, em, numels, blocks)] + ["    " + h for h in head] + _render(em.top.lines, "    "))
+    src = "\n".join([signature(name, em, numels, blocks)] + ["    " + h for h in head] + render_lines(em.top.lines, "    "))
     return KernelSource(name, POINTWISE_VARIANT, src + "\n", tuple(em.args), em.uses_err, numels, blocks)
 
 
 def scatter_kernel_set(plan: KernelPlan, sp: ScatterPass, config: GpuConfig, errors: ErrorTable) -> tuple[list, list]:
-    """compile._kernel_set for a scatter kernel: one variant, one launch config (never raced:
+    """compile.kernel_set for a scatter kernel: one variant, one launch config (never raced:
     a trial launch would add twice)."""
     ks = write_scatter(plan, sp, config, errors)
     return [ks], candidates(plan, ks, config)[:1]

@@ -207,7 +207,8 @@ def store_cast(src: str, computed: dt.DType, storage: dt.DType, math_mode: str) 
 # ---- reductions ----
 
 
-def _lowest(d: dt.DType) -> str:
+def lowest(d: dt.DType) -> str:
+    """Triton literal of the lowest value of `d` (max's identity)."""
     if d.is_floating:
         return 'float("-inf")'
     if d.is_bool:
@@ -215,7 +216,8 @@ def _lowest(d: dt.DType) -> str:
     return str(int(np.iinfo(d.np).min))
 
 
-def _highest(d: dt.DType) -> str:
+def highest(d: dt.DType) -> str:
+    """Triton literal of the highest value of `d` (min's identity)."""
     if d.is_floating:
         return 'float("inf")'
     if d.is_bool:
@@ -241,12 +243,12 @@ TRITON_REDUCTIONS: dict[str, TritonReduction] = {
     for r in [
         TritonReduction("sum", "tl.sum({0}, 1)", "{0} + {1}", lambda d: "False" if d.is_bool else "0"),
         TritonReduction("prod", "triton_helpers.prod({0}, 1)", "{0} * {1}", lambda d: "True" if d.is_bool else "1"),
-        TritonReduction("max", "triton_helpers.max2({0}, 1)", "triton_helpers.maximum({0}, {1})", _lowest),
-        TritonReduction("min", "triton_helpers.min2({0}, 1)", "triton_helpers.minimum({0}, {1})", _highest),
+        TritonReduction("max", "triton_helpers.max2({0}, 1)", "triton_helpers.maximum({0}, {1})", lowest),
+        TritonReduction("min", "triton_helpers.min2({0}, 1)", "triton_helpers.minimum({0}, {1})", highest),
         TritonReduction("argmax", "triton_helpers.argmax2({0}, {1}, 1)",
-                        "triton_helpers.argmax_combine({0}, {1}, {2}, {3})", _lowest, arg=True),
+                        "triton_helpers.argmax_combine({0}, {1}, {2}, {3})", lowest, arg=True),
         TritonReduction("argmin", "triton_helpers.argmin2({0}, {1}, 1)",
-                        "triton_helpers.argmin_combine({0}, {1}, {2}, {3})", _highest, arg=True),
+                        "triton_helpers.argmin_combine({0}, {1}, {2}, {3})", highest, arg=True),
         TritonReduction("any", "triton_helpers.any_({0}, 1)", "{0} | {1}", lambda d: "False"),
         TritonReduction("all", "triton_helpers.all_({0}, 1)", "{0} & {1}", lambda d: "True"),
     ]

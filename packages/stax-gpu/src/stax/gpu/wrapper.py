@@ -1,15 +1,16 @@
 """The wrapper function `call(args)` (Listing 8.1 on the GPU): guards, the memory plan,
 kernel launches in schedule order, frees, the error-flag check, the outputs.
 
-Memory events are followed as planned (alloc / reuse / free, §7.5), with two GPU
-twists: a buffer that lives only in a kernel's registers is never allocated (its
-alloc becomes a comment), and an extern kernel allocates its own result. A reuse
+Memory events are followed as planned (alloc / reuse / free, §7.5, in stax.sched.plan_walk's
+order), with two GPU twists: a buffer that lives only in a kernel's registers is never
+allocated (its alloc becomes a comment), and an extern kernel allocates its own result. A reuse
 reinterprets the dead buffer's storage: `buf5 = reinterpret(buf2, ...); del buf2  # reuse`.
 """
 
 from __future__ import annotations
 
 from stax.ir.index import as_int
+from stax.sched.plan_walk import donors, plan_calls
 from stax.sched.schedule import ALLOC, FREE, REUSE
 
 from .plan import EXTERN_FORM, KernelPlan
@@ -39,7 +40,7 @@ class _Wrapper:
         self.extern_outputs = {p.extern.name for p in plans if p.form == EXTERN_FORM}
         self.outputs = set(self.graph.outputs)
         # a freed buffer whose storage a later buffer reuses stays bound until the reuse line
-        self.reused = {ev.reuses for ev in schedule.memory.events if ev.kind == REUSE}
+        self.reused = donors(schedule.memory)
 
     def emit(self, text: str) -> None:
         self.lines.append("    " + text)
@@ -124,15 +125,12 @@ class _Wrapper:
             )
         if self.has_errors:
             self.emit("err = ERRORS.begin()")
-        events = self.schedule.memory.events
-        for step, plan in enumerate(self.plans):
-            for ev in events:
-                if ev.step == step and ev.kind in (ALLOC, REUSE):
-                    self.event(ev)
-            self.kernel(plan)
-            for ev in events:
-                if ev.step == step and ev.kind == FREE:
-                    self.event(ev)
+        for call in plan_calls(self.schedule):
+            for ev in call.before:
+                self.event(ev)
+            self.kernel(self.plans[call.steps.start])
+            for ev in call.after:
+                self.event(ev)
         if self.has_errors:
             self.emit("ERRORS.end()")
         for o in g.outputs:
