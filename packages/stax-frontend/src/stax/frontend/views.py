@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 
 import sympy
 from stax.ir import simplify_index
+from stax.ir.affine import affine_coefficients
 from stax.ir.index import FloorDiv, ModularIndexing, contiguous_strides, strided_index, sympify, var
 
 from .tensor import BufferView, Lazy, TensorValue, Unsupported, lazy
@@ -23,20 +24,9 @@ def _view_vars(n: int):
 
 
 def _linear_strides(expr, vs) -> tuple[list[int], int] | None:
-    coeffs = sympy.expand(expr).as_coefficients_dict()
-    strides = [0] * len(vs)
-    offset = 0
-    pos = {v: k for k, v in enumerate(vs)}
-    for term, c in coeffs.items():
-        if not c.is_Integer:
-            return None
-        if term == 1:
-            offset = int(c)
-        elif term in pos:
-            strides[pos[term]] = int(c)
-        else:
-            return None
-    return strides, offset
+    """(strides, offset) when the flat index is affine in the view variables (stax.ir.affine)."""
+    aff = affine_coefficients(sympy.expand(expr), vs)
+    return None if aff is None else ([aff[0].get(v, 0) for v in vs], aff[1])
 
 
 def _unit_strides(sizes, strides) -> list[int]:

@@ -47,7 +47,7 @@ def _vertical_problem(snodes) -> str | None:
     """Every read of a buffer produced inside the set must be at the producer's write index."""
     producer = {n.buffer: n for n in snodes}
     for c in snodes:
-        for d in c.read_writes.reads:
+        for d in sorted(c.read_writes.reads, key=str):  # a deterministic first problem (the log, the hash)
             p = producer.get(d.name)
             if p is not None and p is not c:
                 problem = _check_read(c.name, d, p)
@@ -59,7 +59,7 @@ def _vertical_problem(snodes) -> str | None:
 def _cross_reads(producers, consumers) -> tuple[bool, str | None]:
     """(does `consumers` read what `producers` writes?, the first illegal such read)."""
     related = False
-    for d in consumers.read_writes.reads:
+    for d in sorted(consumers.read_writes.reads, key=str):
         p = producers.producer(d.name)
         if p is not None:
             related = True
