@@ -102,3 +102,17 @@ def test_repeated_calls_keep_every_result_and_draw_new_dropout_masks():
 @pytest.mark.parametrize("name", MODELS)
 def test_model_called_repeatedly_cuda(name):
     check_model_calls(name, DEVICE)
+
+
+def test_scalar_constant_in_a_cuda_graph():
+    """`x[m] = 7` lifts 7 as a 0-dim CPU constant into a cuda graph (eager allows the mix): the
+    graph ran eagerly ("constant ... is on cpu"), found by the fuzzer on the H200."""
+
+    def fn(x, m):
+        x[m] = 7
+        return x * 2
+
+    x, m = torch.tensor([3, 4], device=DEVICE), torch.tensor([True, False], device=DEVICE)
+    got = torch.compile(fn, backend="stax")(x.clone(), m)
+    assert torch.equal(got, fn(x.clone(), m))
+    _all_on_gpu(metrics.snapshot())

@@ -302,3 +302,14 @@ def test_embedding_backward_scatter_is_never_silently_wrong(tmp_path):
     assert scatters, "the gradient is a scatter kernel"
     for k in scatters:
         assert "flag_error" not in k or "float('nan')" in k, k
+
+
+@interpret
+def test_kernel_with_no_elements_is_not_launched():
+    """A diagonal past the end is a (3, 0) tensor: stax-gpu planned a kernel over 0 elements and
+    its store check raised (found by the fuzzer on the H200); now nothing is launched."""
+    x, a = torch.randn(3, 1, 1), torch.randn(())
+    fn = lambda x, a: torch.fmod(torch.diagonal(x, 2, 2, 1), a) + torch.fmod(x, a).sum()  # noqa: E731
+    with config.patch(device_override="gpu"):
+        got = torch.compile(fn, backend="stax")(x, a)
+    assert got.shape == (3, 0) and torch.equal(got, fn(x, a))

@@ -285,6 +285,8 @@ class GraphLowering:
             return value
         name = "const_" + node.name
         self._check_static(value)
+        if value.device != self.tensor_device and value.device.type == "cpu" and value.dim() == 0:
+            value = value.to(self.tensor_device)  # a lifted scalar (`x[m] = 7`) in a cuda graph, as eager allows
         if value.device != self.tensor_device:
             raise GraphUnsupported(f"constant {node.target} is on {value.device}, the graph on {self.tensor_device}")
         lay = Layout(self.device, to_stax(value.dtype), tuple(value.shape), tuple(value.stride()))

@@ -124,7 +124,7 @@ def compile_schedule(schedule, *, extern_kernels=None, config: GpuConfig | None 
     schedule = split_scatters(schedule)
     plans, scatters = plan_with_scatters(schedule, config, plan_kernels)
     launch = {p.index: scatter_kernel_set(p, scatters[p.index], config, errors) if p.index in scatters
-              else kernel_set(p, config, errors) for p in plans if p.form != EXTERN_FORM}
+              else kernel_set(p, config, errors) for p in plans if p.form != EXTERN_FORM and not p.empty}
     options = {}
     if config.pdl:
         why_not = why_no_pdl(config)
@@ -162,6 +162,8 @@ def compile_schedule(schedule, *, extern_kernels=None, config: GpuConfig | None 
             setattr(module, f"EXTERN_{p.index}", extern_kernels[p.extern.kernel])
             setattr(module, f"CONSTANTS_{p.index}", dict(p.extern.constants))
             names.append(p.extern.kernel)
+            continue
+        if p.empty:
             continue
         vs, cands = launch[p.index]
         # the candidates are part of the key: a config variant with other candidates re-tunes

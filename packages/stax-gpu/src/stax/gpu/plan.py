@@ -87,6 +87,12 @@ class KernelPlan:
     def ranges(self) -> dict:
         return {v.symbol: v.size for v in self.axis_vars}
 
+    @property
+    def empty(self) -> bool:
+        """A generated kernel with no output element (a diagonal past the end, a (3, 0) tensor):
+        nothing to launch; its buffers are allocated empty."""
+        return self.form != EXTERN_FORM and self.xnumel * self.ynumel == 0
+
     def producer(self, buffer: str) -> NodePlan | None:
         for p in self.nodes:
             if p.node.name == buffer:

@@ -96,6 +96,9 @@ class _Wrapper:
             if b not in self.bound:  # the plan had no alloc for a buffer the kernel writes
                 self.emit(self.alloc_line(b))
                 self.bound.add(b)
+        if plan.empty:
+            self.emit(f"# {plan.name}: no elements to compute ({', '.join(plan.stores)})")
+            return
         variants = self.kernels[plan.index]
         ks = variants[0]
         for b in ks.args:
