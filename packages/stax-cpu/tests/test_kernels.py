@@ -337,3 +337,16 @@ def test_channels_last_batch_stats_leave_the_channel_loop_unshared(cfg, caplog):
     assert "outer loops shared to depth 0, not 1" in caplog.text
     src = mod.source[mod.source.index('extern "C" int kernel0'):]
     assert "++l)" not in src, "a lane loop: the reduction gathers along n*h*w"
+
+
+def test_wrapper_names_cover_the_wrapper_namespace(cfg):
+    """stax.cpu.WRAPPER_NAMES / WRAPPER_PREFIXES list every global the generated wrapper binds, so
+    a caller that keeps graph input names clear of them can never shadow a helper."""
+    import stax.cpu
+    from stax.cpu import compile_schedule
+    from stax.sched import schedule as make_schedule
+
+    mod = compile_schedule(make_schedule(example_7_1(8, 16)), config=cfg)
+    names = {k for k in mod.call.__globals__ if not k.startswith("__")}
+    stray = {k for k in names if k not in stax.cpu.WRAPPER_NAMES and not k.startswith(stax.cpu.WRAPPER_PREFIXES)}
+    assert not stray, stray

@@ -7,6 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conftest import assert_same
+from stax.frontend import config
 
 SCANS = {
     "cumsum": lambda x, d: torch.cumsum(x, d),
@@ -70,3 +71,33 @@ def test_reuse_chain_keeps_each_output_layout():
 
     x = torch.randn(3, 1)
     assert_same(torch.compile(fn, backend="stax")(x), fn(x))
+
+
+def test_input_named_like_a_wrapper_helper():
+    """A backward graph's saved `as_strided` (an FX placeholder name) became a wrapper local of that
+    name, shadowing the helper the wrapper reuses buffers with (UnboundLocalError at call time, in
+    the processes whose memory plan reused with a layout change). Inputs now avoid every name the
+    target's wrapper binds, and Python's keywords and builtins."""
+    import stax.cpu
+    from stax.frontend.graph_lowering import GraphLowering
+
+    gl = GraphLowering(torch.fx.GraphModule(torch.nn.Module(), torch.fx.Graph()), [], config.current())
+    for name in [*stax.cpu.WRAPPER_NAMES, "k_kernel0", "ext_buf3", "dt_float32", "lambda", "len"]:
+        assert gl.input_name(name) != name, name
+    assert gl.input_name("primals_1") == "primals_1" and gl.input_name("as_strided_1") == "as_strided_1"
+
+
+def test_eye_with_many_columns():
+    """torch.eye's decomposition builds its arange in uint16 (no stax dtype, no eager CPU kernel
+    either): the graph failed to compile. The values are carried exactly as int64."""
+    fn = lambda x: x + torch.eye(1, 256, dtype=torch.float32)  # noqa: E731
+    x = torch.randn(1, 256)
+    assert_same(torch.compile(fn, backend="stax")(x), fn(x))
+
+
+def test_max_pool_gradient_goes_to_the_last_nan_of_a_window():
+    """Eager's pooling index is the window's last NaN (`val > max || isnan(val)`); stax took
+    argmax's first NaN, so the gradient of log(x < 0) landed elsewhere."""
+    fn = lambda x: F.max_pool2d(torch.log(x), 3, stride=2, padding=1)  # noqa: E731
+    x = torch.tensor([[[0.5, -1.0, 2.0], [-3.0, 1.5, -0.5], [0.25, 4.0, -2.0]]])
+    assert_same(_grad_step(torch.compile(fn, backend="stax"), x), _grad_step(fn, x))

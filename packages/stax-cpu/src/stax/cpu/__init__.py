@@ -5,7 +5,7 @@ stax.sched.CompiledModule whose `call(args)` runs the graph on any buffers the
 allocator understands (numpy arrays by default).
 """
 
-from .compile import compile_schedule, generate_kernels
+from .compile import WRAPPER_NAMES, WRAPPER_PREFIXES, compile_schedule, generate_kernels
 from .config import CpuConfig
 from .cpp_ops import OP_TABLE, REDUCTION_TABLE
 from .malloc_tuning import MallocTuning, tune_malloc
@@ -24,5 +24,5 @@ __version__ = "0.1.0"
 __all__ = [
     "CompileError", "CompilerNotFoundError", "CpuConfig", "InputLayoutError", "KernelZeroDivisionError", "MallocTuning",
     "NegativeIntegerPowerError", "NumpyAllocator", "OP_TABLE", "REDUCTION_TABLE", "bf16_from_float32",
-    "ToolchainTimeoutError", "bf16_to_float32", "compile_schedule", "generate_kernels", "tune_malloc",
+    "ToolchainTimeoutError", "WRAPPER_NAMES", "WRAPPER_PREFIXES", "bf16_to_float32", "compile_schedule", "generate_kernels", "tune_malloc",
 ]

@@ -113,6 +113,13 @@ def unit_source(kernels: list[KernelSource], isa: isa_mod.Isa) -> str:
     return PRELUDE + vec + "\n" + "\n".join(k.code for k in kernels)
 
 
+# What the generated wrapper binds besides the IR's buffer names: a graph input with one of these
+# names would shadow a helper (a backward's saved `as_strided` did); callers keep their names clear
+WRAPPER_NAMES = frozenset({"empty_strided", "data_ptr", "as_strided", "check_input", "new_err", "addressof",
+                           "raise_error", "fix_layout", "call", "call_unchecked", "args", "err", "errp"})
+WRAPPER_PREFIXES = ("k_", "ext_", "consts_", "dt_")
+
+
 def compile_schedule(schedule: Schedule, *, allocator=None, extern_kernels=None, config: CpuConfig | None = None
                      ) -> CompiledModule:
     config = config or CpuConfig()

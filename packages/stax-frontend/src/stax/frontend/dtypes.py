@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 from stax.ir import dtypes as dt
 
+from .tensor import Unsupported
+
 TO_STAX: dict[torch.dtype, dt.DType] = {
     torch.bool: dt.bool_,
     torch.uint8: dt.uint8,
@@ -20,8 +22,9 @@ TO_STAX: dict[torch.dtype, dt.DType] = {
 TO_TORCH: dict[dt.DType, torch.dtype] = {v: k for k, v in TO_STAX.items()}
 
 
-class UnsupportedDType(NotImplementedError):
-    pass
+class UnsupportedDType(Unsupported):
+    """No stax dtype for a torch one: the op runs as an ATen call (its result, if of such a
+    dtype, an opaque value); a graph input or output of one makes the whole graph run eagerly."""
 
 
 def to_stax(d: torch.dtype) -> dt.DType:

@@ -9,6 +9,8 @@ module's outputs (`OutputSpec`), since aliases of inputs are returned as views.
 
 from __future__ import annotations
 
+import builtins
+import keyword
 import logging
 import operator
 from collections import Counter
@@ -257,16 +259,25 @@ class GraphLowering:
             raise GraphUnsupported(f"non-tensor graph input {node.name}={example!r} (symbolic shapes?)",
                                    cause="symbolic shapes")
         self._check_static(example)
+        name = self.input_name(node.name)
         if is_opaque_val(example):  # RNG state saved by the forward graph for a library call
-            view = opaque_view(self, node.name)
-            self.inputs.append(InputBuffer(node.name, view.layout))
+            view = opaque_view(self, name)
+            self.inputs.append(InputBuffer(name, view.layout))
             return view
         if example.device != self.tensor_device and not (example.device.type == "cpu" and example.dim() == 0):
             raise GraphUnsupported(f"input {node.name} is on {example.device}; the graph runs on {self.tensor_device}")
         strides = tuple(example.stride()) if strides is None else tuple(strides)
         lay = Layout(self.device, to_stax(example.dtype), tuple(example.shape), strides)
-        self.inputs.append(InputBuffer(node.name, lay))
-        return BufferView(self.builder, node.name, lay, lay)
+        self.inputs.append(InputBuffer(name, lay))
+        return BufferView(self.builder, name, lay, lay)
+
+    def input_name(self, fx_name: str) -> str:
+        """The IR name of a graph input: its FX name, unless that would shadow a name the target's
+        generated wrapper binds or a Python keyword/builtin (a backward's saved `as_strided`)."""
+        names, prefixes = self.target_info.wrapper_names()
+        if fx_name in names or fx_name.startswith(prefixes) or keyword.iskeyword(fx_name) or hasattr(builtins, fx_name):
+            return f"in_{fx_name}"
+        return fx_name
 
     @staticmethod
     def _check_static(t: torch.Tensor):

@@ -29,6 +29,7 @@ class Target:
     channels_last_convs: bool  # 2-D convolutions run on NHWC memory (oneDNN: conv_layout.py)
     scan_acc_float64: bool  # float32 scans accumulate in float64 (ATen's CPU accumulate type)
     atomic_add: Callable[[dt.DType], bool]  # an accumulating scatter into this dtype is supported
+    wrapper_names: Callable[[], tuple]  # (names, prefixes) its generated wrapper binds: IR inputs avoid them
 
 
 def _cpu_policy(cfg: Config):
@@ -46,6 +47,18 @@ def _gpu_policy(cfg: Config):
     return GpuPolicy(dataclasses.replace(cfg.scheduler, fuse_dependent_reductions=True))
 
 
+def _cpu_wrapper_names() -> tuple:
+    import stax.cpu
+
+    return stax.cpu.WRAPPER_NAMES, stax.cpu.WRAPPER_PREFIXES
+
+
+def _gpu_wrapper_names() -> tuple:
+    import stax.gpu
+
+    return stax.gpu.WRAPPER_NAMES, stax.gpu.WRAPPER_PREFIXES
+
+
 def _gpu_atomic_add(d: dt.DType) -> bool:
     from stax.gpu.scatter import atomic_add_supported  # the GPU target has stax.gpu
 
@@ -54,9 +67,9 @@ def _gpu_atomic_add(d: dt.DType) -> bool:
 
 TARGETS: dict[str, Target] = {
     CPU: Target(CPU, "cpu", lambda cfg: cfg.cpu_costs, _cpu_policy, channels_last_convs=True,
-                scan_acc_float64=True, atomic_add=lambda d: True),
+                scan_acc_float64=True, atomic_add=lambda d: True, wrapper_names=_cpu_wrapper_names),
     GPU: Target(GPU, "cuda", lambda cfg: cfg.gpu_costs, _gpu_policy, channels_last_convs=False,
-                scan_acc_float64=False, atomic_add=_gpu_atomic_add),
+                scan_acc_float64=False, atomic_add=_gpu_atomic_add, wrapper_names=_gpu_wrapper_names),
 }
 
 

@@ -4,9 +4,9 @@ Public API: `compile_schedule(schedule, *, extern_kernels=None, config=None) -> 
 and `GpuConfig`. Set TRITON_INTERPRET=1 before importing to run kernels on CPU tensors.
 """
 
-from .compile import compile_schedule
+from .compile import WRAPPER_NAMES, WRAPPER_PREFIXES, compile_schedule
 from .config import GpuConfig
 
 __version__ = "0.1.0"
 
-__all__ = ["GpuConfig", "compile_schedule"]
+__all__ = ["WRAPPER_NAMES", "WRAPPER_PREFIXES", "GpuConfig", "compile_schedule"]

@@ -52,6 +52,13 @@ from stax.gpu.runtime import (
 '''
 
 
+# What the generated module binds besides the IR's buffer names (PRELUDE's imports, the load-time
+# globals, kernels and launchers): a graph input named so would shadow it; callers keep clear
+WRAPPER_NAMES = frozenset({"torch", "triton", "tl", "libdevice", "triton_helpers", "check_inputs", "empty_strided",
+                           "extern_call", "reinterpret", "DEVICE", "GRAPH", "ERRORS", "call", "args", "err"})
+WRAPPER_PREFIXES = ("launch_", "EXTERN_", "CONSTANTS_", "triton_")
+
+
 def _device_name(config: GpuConfig) -> str:
     if config.interpret:
         return "interpreter"

@@ -38,7 +38,7 @@ def _inplace_candidate(g, snode, step, life, model, config, taken) -> str | None
     if not isinstance(w, MemoryDep) or len(g.snodes) != 1:
         return None
     mine = model.buffers[snode.buffer]
-    for d in snode.read_writes.reads:
+    for d in sorted(snode.read_writes.reads, key=str):  # the same victim in every process (hash seed)
         r = d.name
         info = model.buffers.get(r)
         if info is None or r in taken or info.is_output or not isinstance(d, MemoryDep):

@@ -85,11 +85,26 @@ def fill(ctx, node, x, value):
     return _filled(ctx, node, x.sizes, value)
 
 
+# Unsigned dtypes stax lacks that torch's `eye` decomposition builds an arange in (uint16 for
+# 256 columns; eager's CPU arange has no kernel for them either): the values of a non-negative
+# arange below 2**31 are carried exactly as int64, and its users only compare them
+_UNSIGNED = (torch.uint16, torch.uint32, torch.uint64)
+
+
+def _arange_dtype(node, start, end, step) -> dt.DType:
+    val = node.meta.get("val")
+    if isinstance(val, torch.Tensor) and val.dtype in _UNSIGNED:
+        if min(start, end) < 0 or max(start, end) >= 2**31 or step <= 0:
+            raise Unsupported(f"arange of {val.dtype} over [{start}, {end})")
+        return dt.int64
+    return out_dtype(node)
+
+
 def arange(ctx, node, start, end=None, step=1, *, dtype=None, layout=None, device=None, pin_memory=None):
     ctx.check_device(device)
     if end is None:
         start, end = 0, start
-    want = out_dtype(node)
+    want = _arange_dtype(node, start, end, step)
     n = int(node.meta["val"].shape[0])
     b = ctx.builder
     comp = dt.float64 if want.is_floating else dt.int64  # eager's accumulate type on CPU

@@ -128,9 +128,18 @@ def max_pool2d_with_indices(ctx, node, x, kernel_size, stride=(), padding=0, dil
     arg = ctx.reduction_buffer(out_sizes, k, "argmax", v, order)
     b = ctx.builder
     W = x.sizes[-1]
+    # eager's pooling takes the window's *last* NaN (`val > max || isnan(val)`), argmax its first:
+    # the last NaN's window position, -1 without one, overrides the argmax
+    r0, r1 = reduction_vars(2)
+    last_nan = ctx.reduction_buffer(out_sizes, k, "max", b.op(
+        "where", b.op("isnan", v), b.index_value(r0 * k[1] + r1), b.const(-1, dt.int64)), order) \
+        if x.dtype.is_floating else None
 
     def index_fn(idx):
         r = arg.load(idx)
+        if last_nan is not None:
+            n = last_nan.load(idx)
+            r = b.op("where", b.op("ge", n, b.const(0, dt.int64)), n, b.cast(r, dt.int64))
         kw = b.const(k[1], dt.int64)
         ih = b.op("add", b.index_value(idx[-2] * s[0] - p[0]), b.op("mul", b.op("floordiv", r, kw), b.const(d[0], dt.int64)))
         iw = b.op("add", b.index_value(idx[-1] * s[1] - p[1]), b.op("mul", b.op("remainder", r, kw), b.const(d[1], dt.int64)))
