@@ -47,3 +47,20 @@ def test_frontend_field_and_gpu_options():
 def test_unknown_option_is_a_clear_error(key):
     with pytest.raises((ValueError, TypeError), match="no_such_field|unknown option"):
         config.with_options(config.Config(), {key: 1})
+
+
+def test_cpu_kernels_use_torch_thread_count(monkeypatch):
+    """stax's OpenMP team is torch's intra-op thread count unless cpu.num_threads says otherwise."""
+    import stax.cpu
+
+    seen = []
+    real = stax.cpu.compile_schedule
+    monkeypatch.setattr(stax.cpu, "compile_schedule", lambda *a, **k: (seen.append(k["config"]), real(*a, **k))[1])
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        _kernels(None)
+        _kernels({"cpu.num_threads": 2})
+    finally:
+        torch.set_num_threads(before)
+    assert [c.num_threads for c in seen] == [1, 2]
