@@ -101,3 +101,18 @@ def test_max_pool_gradient_goes_to_the_last_nan_of_a_window():
     fn = lambda x: F.max_pool2d(torch.log(x), 3, stride=2, padding=1)  # noqa: E731
     x = torch.tensor([[[0.5, -1.0, 2.0], [-3.0, 1.5, -0.5], [0.25, 4.0, -2.0]]])
     assert_same(_grad_step(torch.compile(fn, backend="stax"), x), _grad_step(fn, x))
+
+
+def test_zero_element_producer_of_an_in_place_update():
+    """diff along a size-1 dim is empty, then updated in place: the chunking planner read loop 0's
+    stride of a zero-element store, which its index does not use (KeyError in the backward)."""
+
+    x, i = torch.tensor([[[3], [-1], [0]]]), torch.tensor([[[2], [0], [1], [1]]])
+
+    def fn(b):
+        v = torch.diff(torch.gather(torch.acosh(x.abs() + 1), 1, i), dim=-1)
+        v[0] += b
+        return v
+
+    b = torch.randn(4, 1)
+    assert_same(_grad_step(torch.compile(fn, backend="stax"), b), _grad_step(fn, b))

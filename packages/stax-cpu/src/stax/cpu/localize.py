@@ -79,7 +79,8 @@ def _producer_store(nl: NodeLoops):
     if cs is None or base is None or not nl.sizes:
         return None
     total = dense_extent(cs, dict(zip(pv, nl.sizes)))
-    if total is None or total != nl.total() or cs.get(pv[0], 0) * nl.sizes[0] != total:
+    # (a zero-element node stores nothing: no loop 0 to chunk, and its index may not use loop 0)
+    if not total or total != nl.total() or cs.get(pv[0], 0) * nl.sizes[0] != total:
         return None
     return base, total, cs[pv[0]]
 
