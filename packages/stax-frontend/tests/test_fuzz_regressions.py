@@ -116,3 +116,12 @@ def test_zero_element_producer_of_an_in_place_update():
 
     b = torch.randn(4, 1)
     assert_same(_grad_step(torch.compile(fn, backend="stax"), b), _grad_step(fn, b))
+
+
+@pytest.mark.parametrize("rows", [0, 2])
+def test_pad_of_an_empty_tensor(rows):
+    """Padding an empty source is all padding, but its (masked-off) load was still evaluated at
+    index 0: for an empty index_select that read the empty index tensor's null data (SIGSEGV)."""
+    fn = lambda x, i: F.pad(torch.index_select(x, 0, i), (1, 1, 2, 2)) * 2  # noqa: E731
+    x, i = torch.randn(4, 3), torch.zeros(0, dtype=torch.int64)
+    assert_same(torch.compile(fn, backend="stax")(x[:rows], i), fn(x[:rows], i))

@@ -2,7 +2,7 @@
 
 cat and pad select between sources with `where`; every load index is clamped into
 its source's range (the unselected branch is still evaluated by vectorized code,
-so it must read in bounds).
+so it must read in bounds); an empty source is never read.
 """
 
 from __future__ import annotations
@@ -74,6 +74,8 @@ def constant_pad_nd(ctx, node, x, pad, value=0):
     if any(s < 0 for s in sizes):
         raise Unsupported("pad gives a negative size")
     b = ctx.builder
+    if 0 in x.sizes:  # all padding: an empty source has no index to clamp a load into
+        return lazy(sizes, x.dtype, x.device, lambda idx: b.const(value, x.dtype))
 
     def fn(idx):
         cond = None
