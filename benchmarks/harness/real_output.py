@@ -55,8 +55,8 @@ def _mem(r) -> str:
 def _accuracy(r) -> str:
     if not r:
         return "—"
-    if r["status"] == "error":
-        return "—"
+    if r["status"] in ("error", "skipped"):  # not checked: never "ok"
+        return "—" if r["status"] == "error" else "skipped"
     acc = r.get("accuracy") or {}
     ratio_ = acc.get("worst_rmse_ratio")
     base = f"max abs {r['max_abs_err']:.1e}" if r.get("max_abs_err") is not None else ""

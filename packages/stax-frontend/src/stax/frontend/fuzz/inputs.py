@@ -1,0 +1,104 @@
+"""How graph inputs are built: one piece of source text, run by the fuzzer and pasted into
+every reproducer, so a reproducer builds bit-identical inputs without importing the fuzzer.
+
+`_input(shape, dtype, layout, seed, device, ...)` draws values from a torch.Generator
+seeded with `seed` (on the CPU, then moved to `device`), then gives them a memory layout:
+contiguous, transposed, permuted, sliced with a step, expanded (stride 0) or at a storage
+offset. device='meta' gives the same layout without values (for shape resolution).
+"""
+
+from __future__ import annotations
+
+HELPERS = '''
+def _values(shape, dtype, kind, g, scale, special, low, high, dim):
+    if kind == "index":
+        return torch.randint(low, high, shape, generator=g).to(dtype)
+    if kind == "unique":  # distinct along `dim`, in [0, high)
+        full = list(shape)
+        full[dim] = high
+        return torch.rand(full, generator=g).argsort(dim=dim).narrow(dim, 0, shape[dim]).to(dtype)
+    if kind == "mask" or dtype == torch.bool:
+        return torch.rand(shape, generator=g) < 0.5
+    if kind == "positive":
+        return (torch.rand(shape, generator=g, dtype=torch.float64) + 0.5).to(dtype)
+    if kind == "unit":
+        return (torch.rand(shape, generator=g, dtype=torch.float64) * 0.98 + 0.01).to(dtype)
+    if not dtype.is_floating_point:
+        return torch.randint(-8, 9, shape, generator=g).to(dtype)
+    x = torch.randn(shape, generator=g, dtype=torch.float64) * scale
+    if special and x.numel():
+        flat = x.view(-1)
+        pos = torch.randint(0, flat.numel(), (max(1, flat.numel() // 16),), generator=g)
+        vals = torch.tensor([float("nan"), float("inf"), float("-inf"), -0.0], dtype=torch.float64)
+        flat[pos] = vals[torch.randint(0, 4, pos.shape, generator=g)]
+    return x.to(dtype)
+
+
+def _layout(make, shape, layout, g):
+    n = len(shape)
+    if layout == "t" and n >= 2:
+        s = list(shape)
+        s[-1], s[-2] = s[-2], s[-1]
+        return make(s).transpose(-1, -2)
+    if layout == "perm" and n >= 2:
+        p = torch.randperm(n, generator=g).tolist()
+        base = [0] * n
+        for k in range(n):
+            base[p[k]] = shape[k]
+        return make(base).permute(p)
+    if layout == "step" and n >= 1:
+        d = int(torch.randint(0, n, (1,), generator=g))
+        step = int(torch.randint(2, 4, (1,), generator=g))
+        s = list(shape)
+        s[d] = s[d] * step
+        index = [slice(None)] * n
+        index[d] = slice(None, None, step)
+        return make(s)[tuple(index)]
+    if layout == "expand" and any(s > 1 for s in shape):
+        big = [k for k, s in enumerate(shape) if s > 1]
+        keep = torch.rand(len(big), generator=g) < 0.5
+        s = list(shape)
+        for k, kept in zip(big, keep.tolist()):
+            if not kept or k == big[0]:
+                s[k] = 1
+        return make(s).expand(shape)
+    if layout == "offset":
+        numel = 1
+        for s in shape:
+            numel *= s
+        return make([numel + 3])[3:].view(shape)
+    return make(list(shape))
+
+
+def _input(shape, dtype, layout, seed, device, kind="data", scale=1.0, special=False, low=0, high=0, dim=0,
+           requires_grad=False, upcast=None):
+    """One graph input: seeded values, then the requested memory layout. `upcast` (a float
+    dtype) converts float values after rounding them to `dtype`: the reference's inputs."""
+    g = torch.Generator().manual_seed(seed)
+    to = upcast if upcast is not None and dtype.is_floating_point else dtype
+    if device == "meta":
+        make = lambda s: torch.empty(s, dtype=to, device="meta")  # noqa: E731
+    else:
+        make = lambda s: _values(tuple(s), dtype, kind, g, scale, special, low, high, dim).to(device, to)  # noqa: E731
+    x = _layout(make, tuple(shape), layout, g)
+    if requires_grad:
+        x = x.detach().requires_grad_(True)
+    return x
+'''
+
+_NS: dict = {}
+
+
+def namespace() -> dict:
+    """The helpers, executed once (torch imported inside)."""
+    if not _NS:
+        import torch
+
+        _NS["torch"] = torch
+        exec(compile(HELPERS, "<stax fuzz input helpers>", "exec"), _NS)
+    return _NS
+
+
+def build(shape, dtype, layout, seed, device, **kw):
+    """Run `_input` from the helpers."""
+    return namespace()["_input"](shape, dtype, layout, seed, device, **kw)
