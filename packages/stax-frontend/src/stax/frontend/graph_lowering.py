@@ -36,6 +36,7 @@ from stax.ir import (
 )
 from stax.ir import dtypes as dt
 from stax.ir.index import contiguous_strides, pointwise_vars, reduction_vars, var
+from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from . import materialize, read_order
 from .config import Config
@@ -297,7 +298,10 @@ class GraphLowering:
         name = "const_" + node.name
         self._check_static(value)
         if value.device != self.tensor_device and value.device.type == "cpu" and value.dim() == 0:
-            value = value.to(self.tensor_device)  # a lifted scalar (`x[m] = 7`) in a cuda graph, as eager allows
+            # a lifted scalar (`x[m] = 7`) in a cuda graph, as eager allows; a real tensor even when the
+            # backend is called under AOTAutograd's fake mode (torch 2.11), never a FakeTensor constant
+            with unset_fake_temporarily():
+                value = value.to(self.tensor_device)
         if value.device != self.tensor_device:
             raise GraphUnsupported(f"constant {node.target} is on {value.device}, the graph on {self.tensor_device}")
         lay = Layout(self.device, to_stax(value.dtype), tuple(value.shape), tuple(value.stride()))
