@@ -16,7 +16,7 @@ from stax.sched import CompiledModule, Schedule
 from stax.sched.schedule import EXTERN, SCATTER
 
 from . import isa as isa_mod
-from . import runtime, toolchain
+from . import miscompile, runtime, toolchain
 from .config import CpuConfig, resolve_cache_dir, resolve_num_threads, resolve_workers
 from .frame import KernelSource
 from .kernel import emit_kernel
@@ -132,6 +132,9 @@ def compile_schedule(schedule: Schedule, *, allocator=None, extern_kernels=None,
     isa = isa_mod.select(tc, cache, config.isa)
     threads = resolve_num_threads(config)
     flags = tuple(config.opt_flags) + isa.flags + toolchain.BASE_FLAGS + tuple(config.extra_flags)
+    # known wrong-code bugs of this compiler under these flags (miscompile.py): the flags that avoid them
+    probe_flags = tuple(f for f in flags if f != "-shared")
+    flags += miscompile.workaround_flags(tc, cache, probe_flags)
 
     graph = schedule.graph
     externs: dict[str, str] = {}

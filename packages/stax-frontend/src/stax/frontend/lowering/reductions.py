@@ -131,10 +131,12 @@ def var(ctx, node, x, dims=None, correction=None, keepdim=False, unbiased=None):
     return _var_mean(ctx, node, x, dims, correction, keepdim, unbiased, with_mean=False)[0]
 
 
-def _var_mean(ctx, node, x, dims, correction, keepdim, unbiased=None, with_mean=True):
+def _var_mean(ctx, node, x, dims, correction, keepdim, unbiased=None, with_mean=True, sqrt=False):
     """One Welford reduction: its m2 output (and its mean output when wanted) — the
     codegens keep a single (mean, m2, count) accumulator for both buffers.
-    var = m2 / max(n - correction, 0), as eager (n - correction <= 0 gives inf / NaN)."""
+    var = m2 / max(n - correction, 0), as eager (n - correction <= 0 gives inf / NaN).
+    `sqrt`: the standard deviation, its root taken in the accumulator type before the one
+    rounding to x's type, as eager (a float16 variance past 65504 is inf, its root is not)."""
     if not x.dtype.is_floating:
         raise Unsupported("var of a non-floating type")
     if isinstance(dims, bool):  # var.default(self, unbiased)
@@ -151,7 +153,11 @@ def _var_mean(ctx, node, x, dims, correction, keepdim, unbiased=None, with_mean=
         n *= x.sizes[d]
     denom = max(n - correction, 0)
     m2 = reduce(ctx, x, dl, keepdim, "welford_m2", acc)
-    var_v = _finish(ctx, m2, want, lambda b, v: b.op("truediv", v, b.const(denom, acc)))
+    def post(b, v):
+        v = b.op("truediv", v, b.const(denom, acc))
+        return b.op("sqrt", v) if sqrt else v
+
+    var_v = _finish(ctx, m2, want, post)
     if not with_mean:
         return var_v, None
     return var_v, _finish(ctx, reduce(ctx, x, dl, keepdim, "welford_mean", acc), want)
@@ -162,17 +168,11 @@ def var_mean(ctx, node, x, dims=None, correction=None, keepdim=False, unbiased=N
 
 
 def std(ctx, node, x, dims=None, correction=None, keepdim=False, unbiased=None):
-    v = _var_mean(ctx, node, x, dims, correction, keepdim, unbiased, with_mean=False)[0]
-    b = ctx.builder
-    return lazy(v.sizes, v.dtype, v.device, lambda idx: b.cast(b.op("sqrt", b.cast(v.load(idx), dt.compute_dtype(v.dtype))), v.dtype))
+    return _var_mean(ctx, node, x, dims, correction, keepdim, unbiased, with_mean=False, sqrt=True)[0]
 
 
 def std_mean(ctx, node, x, dims=None, correction=None, keepdim=False, unbiased=None):
-    v, m = _var_mean(ctx, node, x, dims, correction, keepdim, unbiased)
-    b = ctx.builder
-    acc = dt.compute_dtype(v.dtype)
-    s = lazy(v.sizes, v.dtype, v.device, lambda idx: b.cast(b.op("sqrt", b.cast(v.load(idx), acc)), v.dtype))
-    return s, m
+    return _var_mean(ctx, node, x, dims, correction, keepdim, unbiased, sqrt=True)
 
 
 def logsumexp(ctx, node, x, dims, keepdim=False):
