@@ -93,7 +93,7 @@ def run_node(node, buffers: dict, arith: Arith) -> tuple:
             ident = (rdef.empty or rdef.identity)(body.value.dtype)
             result = tuple(np.broadcast_to(p, tuple(sizes)) for p in arith.constant(ident, body.dtype))
         else:
-            result = arith.reduce(body, tuple(np.reshape(p, tuple(sizes) + (-1,)) for p in vals))
+            result = arith.reduce(body, tuple(np.reshape(p, tuple(sizes) + (_numel(rsizes),)) for p in vals))  # (0 rows too)
         computed = body.dtype
     elif isinstance(body, Scan):
         shape = tuple(sizes)

@@ -188,14 +188,16 @@ class Emitter:
             args[1].src.strip("()")) != 0
         template = row.template(operand, self.config.math)
         safe = dt.compute_dtype(operand).name in _LITERAL_SAFE
-        tensors = [k for k, a in enumerate(args) if not a.literal]
-        if not all(a.literal for a in args):
-            args = [
-                a if (a.literal and k in row.literals and safe and any(t != k for t in tensors)) else self.tensor(a)
-                for k, a in enumerate(args)
-            ]
-        else:
-            args = [self.tensor(a) if k == 0 or k not in row.literals else a for k, a in enumerate(args)]
+        # the operands whose type is the result's: a where's condition types nothing (tl.where(c, 0, -1)
+        # is int32 whatever c is), so one of its values must be a typed tensor, as some operand of the others
+        typing = list(range(1, len(args)) if n.name == "where" else range(len(args)))
+        tensors = [k for k in typing if not args[k].literal] or typing[:1]
+        consts = all(a.literal for a in args)
+        args = [
+            a if (a.literal and k in row.literals and (safe or consts) and any(t != k for t in tensors))
+            else self.tensor(a)
+            for k, a in enumerate(args)
+        ]
         if row.int_divisor and operand.is_integer and self.config.bounds_check == "flag" and not divisor_ok:
             args[1] = self.nonzero_divisor(args[1], axes)
         if n.name == "pow" and operand.is_integer and self.config.bounds_check == "flag":

@@ -235,9 +235,31 @@ def plan_kernel(schedule, k: int, config: GpuConfig, stored: set | None = None) 
             )
     form = REDUCTION_FORM if shaped else POINTWISE_FORM
     plan = KernelPlan(k, kernel.name, form, xnumel=n, rnumel=r if shaped else 1)
-    dims = [_dims(nd, role, n, r) for nd, role in zip(nodes, roles)]
-    _assign_axes(plan, nodes, roles, dims, config, stored)
+    # A node with no element (a (0, 3) tensor, or an 'xr' node of rows of 0 elements) is never
+    # computed nor stored: it takes no part in the axes (its sizes could not be split into the
+    # kernel's rows, nor its 0-sized dims divided), its loop variables are 0. With no row at all
+    # (n == 0) the whole kernel is empty (KernelPlan.empty: not generated, not launched).
+    live = [j for j, nd in enumerate(nodes) if n and _prod(nd.body.ranges)]
+    dims = [_dims(nodes[j], roles[j], n, r) for j in live]
+    if live:
+        _assign_axes(plan, [nodes[j] for j in live], [roles[j] for j in live], dims, config, stored)
+    by_node = {p.node.name: p for p in plan.nodes}
+    plan.nodes = [by_node.get(nd.name) or NodePlan(nd, role, _zero_subs(nd), _reads(nd))
+                  for nd, role in zip(nodes, roles)]
     return plan
+
+
+def _reads(node: ComputedBuffer) -> frozenset:
+    return frozenset(ld.buffer for ld in walk(node.body.value) if isinstance(ld, Load))
+
+
+def _zero_subs(node: ComputedBuffer) -> dict:
+    """Every loop variable of a node without elements at 0 (it has no point to run at)."""
+    body = node.body
+    vs = list(pointwise_vars(len(body.ranges)))
+    if isinstance(body, Reduction):
+        vs += reduction_vars(len(body.reduction_ranges))
+    return {v: sympy.Integer(0) for v in vs}
 
 
 def _write_order(X: list, writes: list) -> list[int]:
@@ -300,8 +322,7 @@ def _assign_axes(plan: KernelPlan, nodes, roles, dims, config: GpuConfig, stored
             subs_list.append(_unsplit(subs, cut))
     plan.axis_vars = table.vars
     for nd, role, subs in zip(nodes, roles, subs_list):
-        reads = frozenset(ld.buffer for ld in walk(nd.body.value) if isinstance(ld, Load))
-        plan.nodes.append(NodePlan(nd, role, subs, reads))
+        plan.nodes.append(NodePlan(nd, role, subs, _reads(nd)))
     plan.index_dtype = _index_dtype(plan, config)
     plan.outer = _is_outer(plan)
 
