@@ -109,10 +109,29 @@ KEEP = [
 ]
 
 
+def _index_fill(x, dim, index, value):
+    """index_fill as one functional index_put: torch 2.11's decomposition of a non-dense `x`
+    (expanded, transposed) `copy_`s into a new tensor, which AOTAutograd's functional graph
+    rejects (an AssertionError at compile time)."""
+    if x.dim() == 0:
+        return _index_fill(x.reshape(1), 0, index.reshape(-1), value).reshape(())
+    if not isinstance(value, torch.Tensor):
+        value = torch.scalar_tensor(value, dtype=x.dtype, device=x.device)
+    return aten.index_put(x, [None] * (dim % x.dim()) + [index.reshape(-1)], value.to(x.dtype))
+
+
+# Stax's own decompositions, where torch's (of some supported version) cannot be used.
+OWN = {
+    aten.index_fill.int_Scalar: _index_fill,
+    aten.index_fill.int_Tensor: _index_fill,
+}
+
+
 @functools.cache
 def _table():
     table = dict(core_aten_decompositions())
     table.update(get_decompositions(EXTRA))
+    table.update(OWN)
     keep = set()
     for packet in KEEP:
         keep.update(packet.overloads() and [getattr(packet, o) for o in packet.overloads()])

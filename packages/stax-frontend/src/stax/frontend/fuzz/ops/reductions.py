@@ -162,7 +162,8 @@ def _sort_like(r, ms):
         return Emit(f"torch.topk({{0}}, {r.randint(1, size)}, {d})[0]")
     if size == 0:
         return None
-    return Emit(f"torch.median({{0}}, {d})[0]")
+    # contiguous: eager's median over a stride-0 (expanded) dim reads out of bounds (torch 2.13 CPU)
+    return Emit(f"torch.median({{0}}.contiguous(), {d})[0]")
 
 
 def _scan(r, ms):
