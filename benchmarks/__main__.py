@@ -50,7 +50,8 @@ def parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--no-chart", action="store_true", help="skip the PNG (no matplotlib needed)")
     ap.add_argument("--threads", type=int, default=None,
                     help="threads for every backend (torch.set_num_threads and OMP_NUM_THREADS); default: all cores")
-    ap.add_argument("--keep-caches", action="store_true", help="use the existing compile caches (cold is then not cold)")
+    ap.add_argument("--keep-caches", action="store_true",
+                    help="use the existing compile caches (cold is then not cold)")
     ap.add_argument("--malloc", default="tuned", choices=("tuned", "default"),
                     help="tuned: stax.cpu's glibc malloc settings for the whole process (every backend); "
                          "default: glibc's (sets STAX_CPU_TUNE_MALLOC=0)")

@@ -91,8 +91,10 @@ def main() -> int:
         vs = "" if b == "eager" else f"  -> {e.median / s.median:.2f}x eager ({e.q1 / s.q3:.2f}-{e.q3 / s.q1:.2f})"
         print(f"    {b:8s} {s.median * 1e3:8.3f} ms ({s.q1 * 1e3:.3f}-{s.q3 * 1e3:.3f}){vs}")
     print(f"    stax / Inductor time: {stats['stax'].median / stats['inductor'].median:.2f} (below 1: stax faster)")
-    ext = ", ".join(f"{k.removeprefix('aten::')} {v:.3f}" for k, v in sorted(bd["extern_ms"].items(), key=lambda kv: -kv[1]))
-    print(f"  stax per call (torch.profiler, {bd['calls']} calls, ms): its {bd['kernels']} kernels {bd['generated_ms']:.3f}; "
+    ext = ", ".join(f"{k.removeprefix('aten::')} {v:.3f}"
+                    for k, v in sorted(bd["extern_ms"].items(), key=lambda kv: -kv[1]))
+    print(f"  stax per call (torch.profiler, {bd['calls']} calls, ms): its {bd['kernels']} kernels "
+          f"{bd['generated_ms']:.3f}; "
           f"extern calls {sum(bd['extern_ms'].values()):.3f} ({ext}); wrapper {bd.get('wrapper_ms', 0.0):.3f}; "
           f"other host code {bd['host_ms']:.3f}")
     print(f"  graphs {m.graphs_compiled}, IR buffers {m.nodes_lowered}, kernels generated {m.kernels_generated}")

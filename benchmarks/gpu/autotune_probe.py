@@ -56,7 +56,8 @@ def main() -> int:
     inputs = w.make_inputs()
     t = time.perf_counter()
     fn = B.stax_frontend(w.fn, inputs)
-    print(f"{w.name}: first call {time.perf_counter() - t:.2f} s ({os.environ.get('STAX_GPU_CONFIG', 'default config')}),"
+    print(f"{w.name}: first call {time.perf_counter() - t:.2f} s "
+          f"({os.environ.get('STAX_GPU_CONFIG', 'default config')}),"
           f" {'routed to stax.gpu' if fn is not None else 'NOT routed to stax.gpu'}")
     return 0
 

@@ -528,8 +528,8 @@ def markdown(result: dict) -> str:
         + (f", then the median over {result['placements']} allocation states (--placements)."
            if result.get("placements", 1) > 1 else "."),
         "",
-        "| workload | eager ms | inductor ms | stax ms | stax/inductor | stax/eager | stax % copy BW | inductor % copy BW"
-        " | stax path | correct |",
+        "| workload | eager ms | inductor ms | stax ms | stax/inductor | stax/eager | stax % copy BW"
+        " | inductor % copy BW | stax path | correct |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in result["workloads"]:
@@ -543,7 +543,8 @@ def markdown(result: dict) -> str:
             f"{r.get('inductor_pct_copy')} | {r.get('stax_path')} | {r.get('stax_correct')} |"
         )
     lines += ["", f"geomean speedup over eager: stax {result.get('geomean_stax_vs_eager')}, "
-              f"inductor {result.get('geomean_inductor_vs_eager')}; stax over inductor {result.get('geomean_stax_vs_inductor')}"]
+              f"inductor {result.get('geomean_inductor_vs_eager')}; "
+              f"stax over inductor {result.get('geomean_stax_vs_inductor')}"]
     by_state = [r for r in result["workloads"] if r.get("placements")]
     if by_state:
         lines += ["", "stax/inductor in each allocation state (the table takes each implementation's median)", "",
@@ -555,18 +556,21 @@ def markdown(result: dict) -> str:
             lines.append(f"| {r['name']} | " + " | ".join(str(x) for x in ratios) + " |")
     for mode in result.get("inductor_modes", []):
         lines += ["", f"Inductor with mode={mode!r} (timed interleaved with the rest)", "",
-                  "| workload | stax ms | inductor ms | inductor[mode] ms | stax/inductor[mode] | inductor[mode] % copy BW | host us: stax / inductor[mode] |",
+                  "| workload | stax ms | inductor ms | inductor[mode] ms | stax/inductor[mode] "
+                  "| inductor[mode] % copy BW | host us: stax / inductor[mode] |",
                   "|---|---|---|---|---|---|---|"]
         for r in result["workloads"]:
             if f"inductor[{mode}]_ms" in r:
-                lines.append(f"| {r['name']} | {r.get('stax_ms')} | {r.get('inductor_ms')} | {r[f'inductor[{mode}]_ms']} | "
+                lines.append(f"| {r['name']} | {r.get('stax_ms')} | {r.get('inductor_ms')} | "
+                             f"{r[f'inductor[{mode}]_ms']} | "
                              f"{r.get(f'stax_vs_inductor[{mode}]')} | {r.get(f'inductor[{mode}]_pct_copy')} | "
                              f"{r.get('stax_host_us')} / {r.get(f'inductor[{mode}]_host_us')} |")
     ab = [(r, e) for r in result["workloads"] for e in r.get("variants", [])]
     if ab:
         lines += ["", "A/B: stax under GpuConfig variants (timed interleaved with default stax, inductor, eager;"
                   " vs stax > 1: the variant is faster)", "",
-                  "| workload | variant | stax ms (default) | variant ms | vs stax | vs inductor | % copy BW | correct |",
+                  "| workload | variant | stax ms (default) | variant ms | vs stax | vs inductor | % copy BW"
+                  " | correct |",
                   "|---|---|---|---|---|---|---|---|"]
         for r, e in ab:
             if "error" in e:

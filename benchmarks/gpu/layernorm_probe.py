@@ -145,7 +145,8 @@ def variants(num_sms: int) -> dict:
     for k, nw in ((2, 8), (4, 8), (3, 8), (8, 4), (4, 4)):
         for st in (1, 2):
             v[f"rows_loop {k}/SM nw{nw} st{st}"] = (
-                lambda x, w, b, y, k=k, nw=nw, st=st: ln_rows_loop[(min(N, k * num_sms),)](x, w, b, y, N, C, st, num_warps=nw))
+                lambda x, w, b, y, k=k, nw=nw, st=st: ln_rows_loop[(min(N, k * num_sms),)](
+                    x, w, b, y, N, C, st, num_warps=nw))
     for rb, nw in ((2048, 16), (2048, 8), (1024, 8)):
         rb = min(rb, C // 2)  # no masks: two or more steps of a whole row
         for static in (True, False):

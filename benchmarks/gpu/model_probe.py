@@ -5,7 +5,8 @@ back-to-back steps), then each backend's host profile (cProfile by own time) and
 device time (torch.profiler), and what stax's CUDA graph wrappers did (replays, captures,
 plain calls, why a module was not graphed). A launch-bound step is decided on the host.
 
-    PYTHONPATH=$(ls -d packages/*/src | paste -sd:):. python3 benchmarks/gpu/model_probe.py "GPT training step" --out DIR
+    export PYTHONPATH=$(ls -d packages/*/src | paste -sd:):.
+    python3 benchmarks/gpu/model_probe.py "GPT training step" --out DIR
     python3 benchmarks/gpu/model_probe.py "GPT training step" --dry-run   # CPU plumbing check, small shapes
 """
 
@@ -84,7 +85,8 @@ def main() -> int:
     gpu_log = logging.getLogger("stax.gpu")
     gpu_log.addHandler(graph_log)
     gpu_log.setLevel(logging.INFO)
-    impls, lines = {}, [f"# {a.workload}: {'cpu (dry run)' if B.DRY else torch.cuda.get_device_name()}, torch {torch.__version__}"]
+    impls, lines = {}, [f"# {a.workload}: {'cpu (dry run)' if B.DRY else torch.cuda.get_device_name()}, "
+                        f"torch {torch.__version__}"]
     for backend in ("stax", "inductor", "eager"):
         f = wrap(backend, B.fresh_copy(case.fn, backend))
         t = time.perf_counter()

@@ -2,8 +2,9 @@
 
 A first layernorm probe (20 launches per timing) showed the same kernel 8 % faster into one
 preallocated buffer than inside either compiled function; with 100 launches the gap was ~1 %
-(the first call's host time, not placement: results/gpu-h200-layernorm.md). This sweeps the output's offset inside one pool (so
-y - x takes chosen values below and above the 2 MiB page) for the layernorm kernel stax
+(the first call's host time, not placement: results/gpu-h200-layernorm.md). This sweeps the
+output's offset inside one pool (so y - x takes chosen values below and above the 2 MiB page)
+for the layernorm kernel stax
 picks and for a plain copy, in interleaved rounds; repeated offsets measure the noise.
 
     PYTHONPATH=$(ls -d packages/*/src | paste -sd:):. python3 benchmarks/gpu/offset_probe.py --out DIR

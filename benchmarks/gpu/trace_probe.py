@@ -56,13 +56,16 @@ def summarize(name: str, timeline: list, calls: int) -> list[str]:
         by_kernel.setdefault(k, []).append(d)
     gaps = [b[1] - (a[1] + a[2]) for a, b in zip(timeline, timeline[1:])]
     span = timeline[-1][1] + timeline[-1][2] - timeline[0][1] if timeline else 0.0
-    lines = [f"{name}: {len(timeline)} kernels in {calls} calls, {span / max(calls, 1):.2f} us per call (first start to last end)"]
+    lines = [f"{name}: {len(timeline)} kernels in {calls} calls, {span / max(calls, 1):.2f} us per call "
+             "(first start to last end)"]
     for k, ds in by_kernel.items():
         lines.append(f"  {k[:70]:70s} x{len(ds):4d}  median {statistics.median(ds):8.2f} us  min {min(ds):8.2f}")
     if gaps:
         top = sorted(range(len(gaps)), key=gaps.__getitem__, reverse=True)[:3]
-        lines.append(f"  gaps between kernels: median {statistics.median(gaps):.2f} us, mean {statistics.mean(gaps):.2f},"
-                     f" first three {[round(g, 2) for g in gaps[:3]]}, largest {[(k, round(gaps[k], 2)) for k in top]} (index, us)")
+        lines.append(f"  gaps between kernels: median {statistics.median(gaps):.2f} us, "
+                     f"mean {statistics.mean(gaps):.2f},"
+                     f" first three {[round(g, 2) for g in gaps[:3]]}, "
+                     f"largest {[(k, round(gaps[k], 2)) for k in top]} (index, us)")
     return lines
 
 
@@ -70,7 +73,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("workload")
     ap.add_argument("--calls", type=int, default=50)
-    ap.add_argument("--variants", default="", help="comma list of GpuConfig overrides ('a=1+b=2'), each traced as stax[v]")
+    ap.add_argument("--variants", default="",
+                    help="comma list of GpuConfig overrides ('a=1+b=2'), each traced as stax[v]")
     ap.add_argument("--out", default=None)
     ap.add_argument("--dry-run", action="store_true")
     a = ap.parse_args()

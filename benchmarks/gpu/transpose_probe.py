@@ -124,7 +124,8 @@ def variants(num_sms: int, x, y, o) -> dict:
                     ta_tma[(N // yb, C // xb)](*d, y, o, C, yb, xb, a, num_warps=nw))
     for k, nw, st in ((2, 8, 2), (4, 4, 2), (4, 4, 3), (8, 4, 2)):
         v[f"loop 64x64 {k}/SM nw{nw} st{st}"] = (
-            lambda k=k, nw=nw, st=st: ta_loop[(min(k * num_sms, N * C // 4096),)](x, y, o, N, C, 64, 64, st, num_warps=nw))
+            lambda k=k, nw=nw, st=st: ta_loop[(min(k * num_sms, N * C // 4096),)](
+                x, y, o, N, C, 64, 64, st, num_warps=nw))
         v[f"tma loop 64x64 {k}/SM nw{nw} st{st}"] = (
             lambda k=k, nw=nw, st=st: ta_tma_loop[(min(k * num_sms, N * C // 4096),)](
                 *descs[64, 64], N, C, 64, 64, st, num_warps=nw))

@@ -100,19 +100,22 @@ def g_rmsnorm():
     ss = _red("buf0", (N, 1), (C,), "sum", op("mul", _x(), _x()))
     scale = op("rsqrt", op("add", op("truediv", load("buf0", i0, f32), _c(float(C))), _c(1e-6)))
     y = op("mul", op("mul", _xi(), scale), load("arg1_1", i1, f32))
-    return Graph((_inp("arg0_1", (N, C)), _inp("arg1_1", (C,))), (ss, _pw("buf1", (N, C), y)), ("buf1",)), [["buf0", "buf1"]]
+    return (Graph((_inp("arg0_1", (N, C)), _inp("arg1_1", (C,))), (ss, _pw("buf1", (N, C), y)), ("buf1",)),
+            [["buf0", "buf1"]])
 
 
 def g_silu():
     x = _xi()
-    return Graph((_inp("arg0_1", (N, C)),), (_pw("buf0", (N, C), op("mul", x, op("sigmoid", x))),), ("buf0",)), [["buf0"]]
+    return (Graph((_inp("arg0_1", (N, C)),), (_pw("buf0", (N, C), op("mul", x, op("sigmoid", x))),), ("buf0",)),
+            [["buf0"]])
 
 
 def g_bias_gelu_residual():
     v = op("add", _xi(), load("arg1_1", i1, f32))
     gelu = op("mul", op("mul", v, _c(0.5)), op("add", _c(1.0), op("erf", op("mul", v, _c(0.7071067811865476)))))
     y = op("add", gelu, load("arg2_1", C * i0 + i1, f32))
-    g = Graph((_inp("arg0_1", (N, C)), _inp("arg1_1", (C,)), _inp("arg2_1", (N, C))), (_pw("buf0", (N, C), y),), ("buf0",))
+    g = Graph((_inp("arg0_1", (N, C)), _inp("arg1_1", (C,)), _inp("arg2_1", (N, C))),
+              (_pw("buf0", (N, C), y),), ("buf0",))
     return g, [["buf0"]]
 
 

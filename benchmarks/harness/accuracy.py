@@ -59,7 +59,8 @@ def check(res: list, ref: list, fp64: Callable[[], list] | None, always_fp64: bo
     v = Verdict(True, 0.0)
     for k, (a, b) in enumerate(zip(res, ref)):
         if a.shape != b.shape or a.dtype != b.dtype:
-            return Verdict(False, float("nan"), f"tensor {k}: {a.dtype}{list(a.shape)} vs eager {b.dtype}{list(b.shape)}")
+            return Verdict(False, float("nan"),
+                           f"tensor {k}: {a.dtype}{list(a.shape)} vs eager {b.dtype}{list(b.shape)}")
         if a.numel() == 0:
             continue
         af, bf = a.detach().double().cpu(), b.detach().double().cpu()

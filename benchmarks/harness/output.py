@@ -148,7 +148,8 @@ def markdown(data: dict) -> str:
         lines.append(
             f"| {r['workload']} | {r['backend']} | {ms(r['median_s'])} | {ms(iqr)} | {_speedup(r)} | "
             f"{_num(r['gbps'] if bw else None, '.1f')} | "
-            f"{_num(r['frac_copy'] * 100 if bw and r['frac_copy'] else None, '.0f')}{'%' if bw and r['frac_copy'] else ''} | "
+            f"{_num(r['frac_copy'] * 100 if bw and r['frac_copy'] else None, '.0f')}"
+            f"{'%' if bw and r['frac_copy'] else ''} | "
             f"{_num(r['cold_compile_s'], '.2f')} | {_num(r['warm_compile_s'], '.2f')} | {_memory(r)} | {_status(r)} |"
         )
     lines += ["", "Geometric mean speedup over eager (workloads that ran and matched eager):", ""]

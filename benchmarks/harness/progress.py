@@ -21,7 +21,8 @@ class Progress:
     def line(self, label: str) -> str:
         filled = int(self.width * self.done / self.total)
         s = int(time.perf_counter() - self.t0)
-        return f"[{'#' * filled}{'.' * (self.width - filled)}] {self.done}/{self.total} {label} ({s // 60}m{s % 60:02d}s)"
+        return (f"[{'#' * filled}{'.' * (self.width - filled)}] {self.done}/{self.total} {label} "
+                f"({s // 60}m{s % 60:02d}s)")
 
     def show(self, label: str) -> None:
         text = self.line(label)

@@ -176,7 +176,8 @@ def _breakdown_table(data: dict, cuda: bool) -> list[str]:
     rows = _rows(data)
     lines = ["## Where the time goes (ms per call, torch.profiler; see the legend)", "",
              "| model | backend | timed | profiled | generated kernels | extern calls (top ops) | fallbacks | "
-             "ATen outside graphs | stax wrapper | host overhead |" + (" GPU kernels: generated / library |" if cuda else ""),
+             "ATen outside graphs | stax wrapper | host overhead |"
+             + (" GPU kernels: generated / library |" if cuda else ""),
              "|---|---|--:|--:|--:|---|---|---|--:|--:|" + ("--:|" if cuda else "")]
     for m in _models(data):
         for b in ("stax", "inductor", "eager"):
@@ -185,7 +186,8 @@ def _breakdown_table(data: dict, cuda: bool) -> list[str]:
             if not bd or not _timed(r):
                 continue
             if "error" in bd:
-                lines.append(f"| {m} | {b} | | profile failed: {bd['error'].replace('|', '/')} |" + " |" * (8 if cuda else 7))
+                lines.append(f"| {m} | {b} | | profile failed: {bd['error'].replace('|', '/')} |"
+                             + " |" * (8 if cuda else 7))
                 continue
             gen = "—" if b == "eager" else (f"{bd['generated_ms']:.1f}" + ("" if bd["generated_measured"] else "*"))
             if bd.get("kernels"):
@@ -211,7 +213,8 @@ def _legend(cuda: bool) -> list[str]:
            "peak CPU tensor memory during a call beyond what was live before it, from torch.profiler's allocation "
            "events (profile_memory=True; harness/memory.py); not process RSS. ")
         + "*accuracy*: against eager, the rule of PyTorch's accuracy checks (harness/accuracy.py): allclose "
-        "(float32 tol 2e-3, bfloat16 1e-2) or else rmse against a float64 run of the same weights at most 2x (bfloat16, "
+        "(float32 tol 2e-3, bfloat16 1e-2) or else rmse against a float64 run of the same weights at most 2x "
+        "(bfloat16, "
         "and tensors under 1000 elements: 3x) eager's rmse + tol/10; with bfloat16 the float64 comparison always runs "
         "and *rmse N× eager's* is the worst tensor's ratio. A training step is checked on its loss and every "
         "parameter gradient of the first step from the same initial weights.",
@@ -243,7 +246,8 @@ def chart(data: dict, path: str) -> None:
     rows, models = _rows(data), _models(data)
     colours = {"eager": "#9c9c9c", "stax": "#4e79a7", "inductor": "#f28e2b"}
     fig, axes = plt.subplots(1, 3, figsize=(15, 1.5 + 0.45 * len(models)), sharey=True)
-    panels = [("speedup over eager (log; whiskers: quartiles)", COMPILED, lambda r: r["speedup"] if _timed(r) else None),
+    panels = [("speedup over eager (log; whiskers: quartiles)", COMPILED,
+               lambda r: r["speedup"] if _timed(r) else None),
               ("cold compile s", COMPILED, lambda r: r["cold_compile_s"]),
               ("peak memory MiB", ("eager", *COMPILED),
                lambda r: r["memory"]["peak_bytes"] / 2**20 if r.get("memory") and r["memory"].get("peak_bytes")
@@ -256,7 +260,8 @@ def chart(data: dict, path: str) -> None:
                 v = value(r) if r else None
                 y = i + (j - (len(backends) - 1) / 2) * h
                 if v is None:
-                    ax.text(0.02, y, f"{b}: —", va="center", fontsize=6, color="#c00", transform=ax.get_yaxis_transform())
+                    ax.text(0.02, y, f"{b}: —", va="center", fontsize=6, color="#c00",
+                            transform=ax.get_yaxis_transform())
                     continue
                 err = None
                 if title.startswith("speedup") and r.get("speedup_lo") is not None:  # whiskers: the quartile range

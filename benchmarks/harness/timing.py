@@ -60,7 +60,8 @@ def calibrate(fn: Callable[[], object], min_sample_s: float, sync=lambda: None, 
 
 
 def interleaved(fns: dict[str, Callable[[], object]], rounds: int, inner: dict[str, int] | None = None,
-                sync=lambda: None, warmup: int = 1, on_round: Callable[[int], None] | None = None) -> dict[str, list[float]]:
+                sync=lambda: None, warmup: int = 1,
+                on_round: Callable[[int], None] | None = None) -> dict[str, list[float]]:
     """Per-call seconds of each function, `rounds` samples each, in rotating order."""
     names = list(fns)
     inner = inner or {n: 1 for n in names}

@@ -117,10 +117,12 @@ def _data():
                 "cold_compile_s": 1.0 if b != "eager" else None, "warm_compile_s": 0.1 if b != "eager" else None,
                 "median_s": med, "q1_s": med * 0.9 if med else None, "q3_s": med * 1.1 if med else None,
                 "samples": 5, "inner": 1, "speedup": (1e-3 / med) if med else None,
-                "speedup_lo": (0.9e-3 / (1.1 * med)) if med else None, "speedup_hi": (1.1e-3 / (0.9 * med)) if med else None,
+                "speedup_lo": (0.9e-3 / (1.1 * med)) if med else None,
+                "speedup_hi": (1.1e-3 / (0.9 * med)) if med else None,
                 "min_bytes": 1000, "gbps": 1.0, "frac_copy": 0.5, "memory": None, "max_abs_err": 0.0}
     results = [row("w1", "stax", 0.5e-3), row("w1", "eager", 1e-3), row("w2", "stax", 2e-3),
-               row("w2", "eager", 1e-3), row("w3", "stax", None, "error", "compile: boom | bang"), row("w3", "eager", 1e-3)]
+               row("w2", "eager", 1e-3), row("w3", "stax", None, "error", "compile: boom | bang"),
+               row("w3", "eager", 1e-3)]
     meta = {"suite": "micro", "device": "cpu", "backends": ["stax", "eager"], "quick": True, "rounds": 5,
             "copy_bandwidth_gbps": 2.0, "date": "today", "wall_s": 1.0,
             "machine": {"cpu": "test cpu", "cores": 2, "torch_threads": 2, "torch": "x", "commit": "abc"}}

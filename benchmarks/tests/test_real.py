@@ -97,7 +97,8 @@ def test_breakdown_times_stax_kernels_and_extern_calls():
 
 def test_output_names_and_scratch_directory():
     assert stem(parse(["--suite", "real"])) == "real-cpu"
-    assert stem(parse(["--suite", "real", "--dtype", "bfloat16", "--train", "--device", "cuda:0"])) == "real-cuda-bfloat16-train"
+    assert (stem(parse(["--suite", "real", "--dtype", "bfloat16", "--train", "--device", "cuda:0"]))
+            == "real-cuda-bfloat16-train")
     assert stem(parse(["--suite", "real", "--autocast", "--quick"])) == "real-cpu-autocast-quick"
     assert stem(parse(["--quick"])) == "cpu-micro-quick"
     assert output_dir(parse(["--quick"])) == SCRATCH == os.path.join(REPO, "bench_out")  # never the committed results
@@ -183,7 +184,8 @@ def test_one_real_model_through_the_runner(variant):
 
 def _fake_real_data():
     def row(w, b, med, status="ok", err=None):
-        return {"workload": w, "backend": b, "status": status, "error": err, "cold_compile_s": None if b == "eager" else 2.0,
+        return {"workload": w, "backend": b, "status": status, "error": err,
+                "cold_compile_s": None if b == "eager" else 2.0,
                 "median_s": med, "q1_s": med * 0.95 if med else None, "q3_s": med * 1.05 if med else None,
                 "speedup": 1e-2 / med if med else None, "speedup_lo": 0.9e-2 / med if med else None,
                 "speedup_hi": 1.1e-2 / med if med else None, "max_abs_err": 1e-6, "case": {"shape": "batch 2"},
@@ -192,7 +194,8 @@ def _fake_real_data():
                               "generated_measured": b == "stax", "kernels": 3 if b == "stax" else 0, "top_kernels": {},
                               "extern_ms": {"aten::mm": 5.0}, "fallback_ms": {}, "outside_ms": {}, "host_ms": 2.0}}
     results = [row("a", "stax", 5e-3), row("a", "inductor", 4e-3), row("a", "eager", 1e-2),
-               row("b", "stax", None, "error", "compile: boom | bang"), row("b", "inductor", 5e-3), row("b", "eager", 1e-2)]
+               row("b", "stax", None, "error", "compile: boom | bang"), row("b", "inductor", 5e-3),
+               row("b", "eager", 1e-2)]
     meta = {"suite": "real", "device": "cpu", "backends": ["stax", "inductor", "eager"], "quick": False, "rounds": 3,
             "date": "2026-12-01 10:00", "wall_s": 9.0, "variant": {"label": "inference, float32"},
             "machine": {"cpu": "test", "cores": 2, "torch_threads": 2, "torch": "x", "commit": "abc"}}

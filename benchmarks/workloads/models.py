@@ -160,7 +160,8 @@ def _encoder(device, quick):
 
 
 def _gpt_model(device, quick):
-    cfg = dict(vocab=256, d=64, heads=4, layers=2, ctx=32) if quick else dict(vocab=2048, d=256, heads=8, layers=4, ctx=128)
+    cfg = (dict(vocab=256, d=64, heads=4, layers=2, ctx=32) if quick
+           else dict(vocab=2048, d=256, heads=8, layers=4, ctx=128))
     return _seeded(lambda: GPT(**cfg), device), cfg
 
 

@@ -277,7 +277,8 @@ def program(sample: Sample, train: bool, autocast: bool = False, device: str = "
 MODELS: list[RealModel] = [
     RealModel("resnet18", "timm", _timm("resnet18", IMAGE), quick=True),
     RealModel("resnet50", "timm", _timm("resnet50", IMAGE_BIG, TEST_DEPTH["resnet50"])),
-    RealModel("mobilenetv3_small_100", "timm", _timm("mobilenetv3_small_100", IMAGE, TEST_DEPTH["mobilenetv3_small_100"])),
+    RealModel("mobilenetv3_small_100", "timm",
+              _timm("mobilenetv3_small_100", IMAGE, TEST_DEPTH["mobilenetv3_small_100"])),
     RealModel("convnext_atto", "timm", _timm("convnext_atto", IMAGE, TEST_DEPTH["convnext_atto"])),
     RealModel("vit_tiny_patch16_224", "timm", _vit, quick=True),
     RealModel("bert", "transformers", _bert, quick=True, about="BertModel, no pooler"),
