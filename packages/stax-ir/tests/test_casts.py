@@ -20,7 +20,8 @@ from stax.ir import cast, load
 from stax.ir import dtypes as dt
 
 # (precision bits incl. the implicit one, minimum normal exponent, maximum exponent)
-FORMATS = {"float16": (11, -14, 15), "bfloat16": (8, -126, 127), "float32": (24, -126, 127), "float64": (53, -1022, 1023)}
+FORMATS = {"float16": (11, -14, 15), "bfloat16": (8, -126, 127), "float32": (24, -126, 127),
+           "float64": (53, -1022, 1023)}
 
 
 def round_exact(x, name: str) -> float:
@@ -79,8 +80,9 @@ def values_for(d: dt.DType) -> list:
         return [False, True]
     if d.is_integer:
         info = np.iinfo(d.np)
-        return sorted({int(v) for v in (0, 1, -1, 127, 128, 255, 256, -129, 65504, 65520, 2**24 + 1, 2**31 - 1, -(2**31),
-                                       2**40 + 2**32 + 2**16 + 1, info.min, info.max) if info.min <= v <= info.max})
+        return sorted({int(v) for v in (0, 1, -1, 127, 128, 255, 256, -129, 65504, 65520, 2**24 + 1, 2**31 - 1,
+                                        -(2**31), 2**40 + 2**32 + 2**16 + 1, info.min, info.max)
+                       if info.min <= v <= info.max})
     vals = [0.0, -0.0, 0.5, -0.5, 1.5, 2.5, -2.5, 0.999, 255.9, 256.0, -1.0, -129.7, 300.7, 70000.0, -40000.5,
             65519.0, 65520.0, 2.0**31, -(2.0**31), 2.0**31 - 128, 3e9, 2.0**63, -(2.0**63), 1e20, 1e-8, 1e-45,
             1 + 2.0**-11 + 2.0**-40, 1 + 2.0**-8, 1.00390625, 3.4e38, math.inf, -math.inf, math.nan]
@@ -129,4 +131,5 @@ def test_round_exact_reference_agrees_with_hardware_float32():
     xs = np.random.default_rng(1).standard_normal(500) * 10.0 ** np.random.default_rng(2).integers(-40, 40, 500)
     for x in xs:
         with np.errstate(over="ignore"):
-            assert round_exact(float(x), "float32") == float(np.float32(x)) or math.isinf(round_exact(float(x), "float32"))
+            assert (round_exact(float(x), "float32") == float(np.float32(x))
+                    or math.isinf(round_exact(float(x), "float32")))

@@ -184,8 +184,10 @@ def test_content_hash_sees_every_change():
     variants = [
         Graph((x,), (b1, b2), ("buf1", "buf2")),
         Graph((InputBuffer("primals_1", Layout("cpu", dt.float32, (64, 128), (1, 64))),), (b1, b2), ("buf2",)),
-        Graph((x,), (ComputedBuffer("buf1", b1.layout, Reduction((64, 1), (128,), "max", b1.body.value)), b2), ("buf2",)),
-        Graph((x,), (b1, ComputedBuffer("buf2", b2.layout, Pointwise((64, 128), op("mul", *b2.body.value.args)))), ("buf2",)),
+        Graph((x,), (ComputedBuffer("buf1", b1.layout, Reduction((64, 1), (128,), "max", b1.body.value)), b2),
+              ("buf2",)),
+        Graph((x,), (b1, ComputedBuffer("buf2", b2.layout, Pointwise((64, 128), op("mul", *b2.body.value.args)))),
+              ("buf2",)),
     ]
     hashes = {v.content_hash() for v in variants} | {g.content_hash()}
     assert len(hashes) == len(variants) + 1

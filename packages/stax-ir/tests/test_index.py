@@ -74,8 +74,10 @@ _PRELUDE = r"""
 #include <cstdint>
 #include <cstdio>
 #include <algorithm>
-static inline int64_t stax_floordiv(int64_t a, int64_t b) { int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
-static inline int64_t stax_mod(int64_t a, int64_t b) { int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
+static inline int64_t stax_floordiv(int64_t a, int64_t b) {
+    int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
+static inline int64_t stax_mod(int64_t a, int64_t b) {
+    int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
 """
 
 
@@ -92,7 +94,8 @@ def test_c_printer_matches_evaluate(tmp_path):
     src.write_text(_PRELUDE + "int main() {\n" + "\n".join(body) + "\n}\n")
     exe = tmp_path / "idx"
     subprocess.run(["g++", "-O0", "-o", str(exe), str(src)], check=True, capture_output=True, timeout=120)
-    out = np.array(subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split(), dtype=np.int64)
+    out = np.array(subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split(),
+                   dtype=np.int64)
     env = index_grid((i0, i1, i2), SIZES)
     want = np.concatenate([np.broadcast_to(evaluate(e, env), SIZES).reshape(-1) for e in exprs])
     np.testing.assert_array_equal(out, want)

@@ -125,7 +125,8 @@ def _cum_index_ref(x, better):
     return out
 
 
-@pytest.mark.parametrize("stype", ["cumsum", "cumprod", "cummax", "cummin", "cummax_index", "cummin_index", "logcumsumexp"])
+@pytest.mark.parametrize("stype", ["cumsum", "cumprod", "cummax", "cummin", "cummax_index", "cummin_index",
+                                   "logcumsumexp"])
 def test_scans(stype):
     a = rng.integers(-2, 3, size=(3, 8)).astype(np.float32)
     a[2, 4] = np.nan
@@ -178,7 +179,8 @@ def test_extern_kernel_runs_with_strided_views():
     a = rng.standard_normal((3, 4))
     b = rng.standard_normal((4, 2))
     g = Graph(
-        (InputBuffer("a", Layout.contiguous((3, 4), dt.float64)), InputBuffer("b", Layout("cpu", dt.float64, (4, 2), (1, 4)))),
+        (InputBuffer("a", Layout.contiguous((3, 4), dt.float64)),
+         InputBuffer("b", Layout("cpu", dt.float64, (4, 2), (1, 4)))),
         (ExternKernel("mm", Layout.contiguous((3, 2), dt.float64), "aten.mm", ("a", "b"), (("alpha", 2.0),)),),
         ("mm",),
     )
@@ -245,5 +247,6 @@ def test_constant_inf_nan_and_int_overflow_wraps():
     out = run_pointwise(op("mul", x, const(3, dt.int8)), (2,), {"x": (np.array([100, -100]), dt.int8)})
     np.testing.assert_array_equal(out, np.array([100 * 3, -300], dtype=np.int64).astype(np.int8))
     y = load("y", i0, dt.float32)
-    out = run_pointwise(op("add", y, const(float("inf"), dt.float32)), (2,), {"y": (np.array([1.0, -np.inf]), dt.float32)})
+    out = run_pointwise(op("add", y, const(float("inf"), dt.float32)), (2,),
+                        {"y": (np.array([1.0, -np.inf]), dt.float32)})
     assert out[0] == np.inf and np.isnan(out[1])

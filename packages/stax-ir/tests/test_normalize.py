@@ -254,7 +254,8 @@ def test_symbolic_chunked_and_reference_blocks_agree(access, chunk):
 
 def test_chain_digits():
     F, n = normalize._FLAT, 7168
-    assert normalize._chain_digits(FloorDiv(F, 7) + 1024 * ModularIndexing(F, 1, 7) + 5, n) == (5, [(1024, 1), (7, 1024)])
+    assert (normalize._chain_digits(FloorDiv(F, 7) + 1024 * ModularIndexing(F, 1, 7) + 5, n)
+            == (5, [(1024, 1), (7, 1024)]))
     assert normalize._chain_digits(3 * F, n) == (0, [(7168, 3)])
     assert normalize._chain_digits(ModularIndexing(F, 1, 3) + ModularIndexing(F, 1, 4), n) is None  # 3 and 4: no chain
     assert normalize._chain_digits(ModularIndexing(F + 1, 1, 7), n) is None  # not a digit of F

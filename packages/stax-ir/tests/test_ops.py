@@ -258,7 +258,8 @@ def edge_values(d: dt.DType) -> list:
         return [False, True]
     if d.is_integer:
         info = np.iinfo(d.np)
-        vals = [0, 1, -1, 2, -2, 3, 7, -7, 8, 63, 64, int(info.min), int(info.max), int(info.min) + 1, int(info.max) - 1]
+        vals = [0, 1, -1, 2, -2, 3, 7, -7, 8, 63, 64, int(info.min), int(info.max), int(info.min) + 1,
+                int(info.max) - 1]
         return sorted({v for v in vals if info.min <= v <= info.max})
     vals = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1.5, 2.5, -2.5, 3.0, -7.0, 0.1, 0.999, -0.999, 100.0, 1e-30, 1e30,
             INF, -INF, NAN]
@@ -345,7 +346,8 @@ def test_op_on_edge_values(name, d):
         combos = [c for c in itertools.product(pool, repeat=arity) if _valid(name, d, c)]
     if name == "pow" and d.is_integer:
         combos = [c for c in combos if c[1] <= 64] + [(3, int(np.iinfo(d.np).max))]
-    args = [np.array(col, dtype=(bool if (name == "where" and k == 0) or d.is_bool else d.np)) for k, col in enumerate(zip(*combos))]
+    args = [np.array(col, dtype=(bool if (name == "where" and k == 0) or d.is_bool else d.np))
+            for k, col in enumerate(zip(*combos))]
     check(name, d, args)
 
 
@@ -361,7 +363,8 @@ def op_case(draw):
         elem = st.one_of(st.integers(int(info.min), int(info.max)), st.sampled_from(edge_values(d)))
     else:
         width = 16 if d in (dt.float16, dt.bfloat16) else d.itemsize * 8
-        elem = st.one_of(st.floats(width=min(width, 32) if width != 64 else 64, allow_nan=True), st.sampled_from(edge_values(d)))
+        elem = st.one_of(st.floats(width=min(width, 32) if width != 64 else 64, allow_nan=True),
+                         st.sampled_from(edge_values(d)))
     arity = OPS[name].arity
     cols = []
     for k in range(arity):
@@ -382,7 +385,8 @@ def op_case(draw):
 @given(op_case())
 def test_op_on_random_values(case):
     name, d, rows = case
-    args = [np.array(col, dtype=bool if (name == "where" and k == 0) or d.is_bool else (np.float64 if d.is_floating else d.np))
+    args = [np.array(col, dtype=bool if (name == "where" and k == 0) or d.is_bool
+                     else (np.float64 if d.is_floating else d.np))
             for k, col in enumerate(zip(*rows))]
     check(name, d, args)
 

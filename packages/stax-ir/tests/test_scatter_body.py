@@ -127,9 +127,11 @@ def test_embedding_backward_shape_non_contiguous_out():
     ids = rng.integers(0, V, N)
     grad = rng.standard_normal((N, D))
     value = load("grad", D * r0 + r1, dt.float64)
-    body = Scatter((V, D), const(0.0, dt.float64), (N, D), (t0, r1), ((t0, load("ids", r0, dt.int64), V),), value, "add")
+    body = Scatter((V, D), const(0.0, dt.float64), (N, D), (t0, r1), ((t0, load("ids", r0, dt.int64), V),), value,
+                   "add")
     lay = Layout("cpu", dt.float64, (V, D), (1, V))
-    ins = (InputBuffer("ids", Layout.contiguous((N,), dt.int64)), InputBuffer("grad", Layout.contiguous((N, D), dt.float64)))
+    ins = (InputBuffer("ids", Layout.contiguous((N,), dt.int64)),
+           InputBuffer("grad", Layout.contiguous((N, D), dt.float64)))
     g = Graph(ins, (ComputedBuffer("gw", lay, body),), ("gw",))
     got = run(g, ids=ids, grad=grad)
     want = np.zeros((V, D))
@@ -169,7 +171,8 @@ def test_out_of_range_coordinate_raises():
     """The bound checks the value; the coordinate (t0 + 2) must also lie inside the output."""
     body = Scatter((4,), const(0.0, dt.float32), (3,), (t0 + 2,), ((t0, load("idx", r0, dt.int64), 4),),
                    load("src", r0, dt.float32), "add")
-    ins = (InputBuffer("idx", Layout.contiguous((3,), dt.int64)), InputBuffer("src", Layout.contiguous((3,), dt.float32)))
+    ins = (InputBuffer("idx", Layout.contiguous((3,), dt.int64)),
+           InputBuffer("src", Layout.contiguous((3,), dt.float32)))
     g = Graph(ins, (ComputedBuffer("out", Layout.contiguous((4,), dt.float32), body),), ("out",))
     np.testing.assert_array_equal(run(g, idx=np.array([0, 1, 1]), src=np.ones(3, np.float32)), [0, 0, 1, 2])
     with pytest.raises(IndexError, match="coordinate 0 = 4"):

@@ -44,7 +44,8 @@ def _flat(expr, vars_, sizes):
 def test_coalesce_keeps_every_access_in_loop_order(data, sizes):
     """Merged loops visit the same addresses in the same (row-major) order for every expression."""
     exprs = data.draw(st.lists(st.one_of(index_exprs(V, 5), reshape_exprs(V, sizes),
-                                         st.tuples(*[st.integers(0, 40)] * 3).map(lambda t: t[0] * i0 + t[1] * i1 + t[2] * i2)),
+                                         st.tuples(*[st.integers(0, 40)] * 3).map(
+                                             lambda t: t[0] * i0 + t[1] * i1 + t[2] * i2)),
                                min_size=1, max_size=3))
     m = coalesce_loops(sizes, exprs, V)
     assert np.prod(m.sizes) == np.prod(sizes)
@@ -53,7 +54,8 @@ def test_coalesce_keeps_every_access_in_loop_order(data, sizes):
         np.testing.assert_array_equal(_flat(new, m.vars, m.sizes), _flat(old, V, sizes), err_msg=f"{old} -> {new}")
     for k, v in enumerate(V):  # reindex maps old vars to their values in the new vars
         np.testing.assert_array_equal(_flat(m.reindex[v], m.vars, m.sizes),
-                                      np.broadcast_to(np.arange(sizes[k]).reshape([-1 if j == k else 1 for j in range(3)]), sizes).reshape(-1))
+                                      np.broadcast_to(np.arange(sizes[k]).reshape(
+                                          [-1 if j == k else 1 for j in range(3)]), sizes).reshape(-1))
 
 
 # ---- expected forms (before -> after, and why)

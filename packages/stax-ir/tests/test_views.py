@@ -160,7 +160,8 @@ def test_cat_matches_numpy_and_reads_only_in_bounds():
 def test_cat_along_outer_dim():
     a = np.arange(4, dtype=np.int64).reshape(1, 4)
     b = np.arange(10, 18, dtype=np.int64).reshape(2, 4)
-    v = cat([(1, lambda ix: load("a", 4 * ix[0] + ix[1], dt.int64)), (2, lambda ix: load("b", 4 * ix[0] + ix[1], dt.int64))],
+    v = cat([(1, lambda ix: load("a", 4 * ix[0] + ix[1], dt.int64)),
+             (2, lambda ix: load("b", 4 * ix[0] + ix[1], dt.int64))],
             0, (3, 4))
     out = run_pointwise(v, (3, 4), {"a": (a, dt.int64), "b": (b, dt.int64)})
     np.testing.assert_array_equal(out, np.concatenate([a, b]))
@@ -169,7 +170,8 @@ def test_cat_along_outer_dim():
 @pytest.mark.parametrize("pads", [((1, 2), (0, 0)), ((0, 0), (3, 1)), ((2, -1), (-1, 2)), ((0, 0), (0, 0))])
 def test_constant_pad_matches_numpy(pads):
     x = np.arange(12, dtype=np.float32).reshape(3, 4) + 1
-    v = constant_pad(lambda ix: op("mul", load("x", 4 * ix[0] + ix[1], dt.float32), load("x", 4 * ix[0] + ix[1], dt.float32)),
+    v = constant_pad(lambda ix: op("mul", load("x", 4 * ix[0] + ix[1], dt.float32),
+                                   load("x", 4 * ix[0] + ix[1], dt.float32)),
                      (3, 4), pads, -1.5, dt.float32)
     out_sizes = tuple(s + lo + hi for s, (lo, hi) in zip((3, 4), pads))
     out = run_pointwise(v, out_sizes, {"x": (x, dt.float32)})

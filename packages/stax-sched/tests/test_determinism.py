@@ -18,7 +18,8 @@ i0, i1 = ir.pointwise_vars(2)
 x = ir.InputBuffer("x", ir.Layout.contiguous((16, 16), f32))
 a = ir.ComputedBuffer("a", ir.Layout.contiguous((16, 16), f32),
                       ir.Pointwise((16, 16), ir.op("exp", ir.load("x", 16 * i0 + i1, f32))))
-reads = [ir.load("a", 16 * i1 + i0, f32), ir.load("a", 16 * i0 + (15 - i1), f32), ir.load("a", 16 * (15 - i0) + i1, f32)]
+reads = [ir.load("a", 16 * i1 + i0, f32), ir.load("a", 16 * i0 + (15 - i1), f32),
+         ir.load("a", 16 * (15 - i0) + i1, f32)]
 v = ir.op("add", ir.op("add", reads[0], reads[1]), reads[2])
 b = ir.ComputedBuffer("b", ir.Layout.contiguous((16, 16), f32), ir.Pointwise((16, 16), v))
 s = schedule(ir.Graph((x,), (a, b), ("b",)))

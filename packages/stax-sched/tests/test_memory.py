@@ -149,7 +149,8 @@ def test_reuse_that_would_raise_the_peak_is_refused():
     buf1 = pw("buf1", (R, C), op("neg", load("primals_1", C * i0 + i1, F32)))
     buf2 = ComputedBuffer("buf2", Layout.contiguous((R,), F32),
                           Reduction((R,), (C,), "sum", load("buf1", C * i0 + r0, F32)))
-    big = op("add", load("primals_1", C * ModularIndexing(i0, 1, R) + i1, F32), load("buf2", ModularIndexing(i0, 1, R), F32))
+    big = op("add", load("primals_1", C * ModularIndexing(i0, 1, R) + i1, F32),
+             load("buf2", ModularIndexing(i0, 1, R), F32))
     buf3 = pw("buf3", (4 * R, C), big)
     buf5 = pw("buf5", (R, C), op("neg", load("buf3", C * i0 + i1, F32)))
     g = Graph((x,), (buf1, buf2, buf3, buf5), ("buf3", "buf5"))
@@ -167,7 +168,8 @@ def test_in_place_reuse_is_optional():
                                                                    for e in on.memory.events)
     assert replay(on) == on.memory.peak_bytes == on.memory.lower_bound_bytes == def_7_5_peak(on, in_place=True)
     inputs_too = SchedulerConfig(max_rounds=0, inplace_reuse=True, inplace_reuse_graph_inputs=True)
-    assert "[0] buf1 = primals_1; del primals_1  # reuse" in [str(e) for e in schedule(chain(2), CpuPolicy(inputs_too)).memory.events]
+    assert "[0] buf1 = primals_1; del primals_1  # reuse" in [
+        str(e) for e in schedule(chain(2), CpuPolicy(inputs_too)).memory.events]
 
 
 def test_in_place_pair_is_one_storage_in_m_star():

@@ -255,7 +255,8 @@ class _Simplifier:
             if hit is None:
                 return e
             ka, kb, c, z, d, m = hit
-            merged = self.floordiv(z, sympy.Integer(d)) if m is None else self.modular(z, sympy.Integer(d), sympy.Integer(m))
+            merged = (self.floordiv(z, sympy.Integer(d)) if m is None
+                      else self.modular(z, sympy.Integer(d), sympy.Integer(m)))
             rest = [t for k, t in enumerate(terms) if k not in (ka, kb)]
             e = _build(rest) + c * merged
             if not e.is_Add:
@@ -316,7 +317,8 @@ class LoopMerge:
 
 
 def _nonaffine(e) -> int:
-    return sum(1 for s in sympy.preorder_traversal(e) if isinstance(s, (FloorDiv, ModularIndexing, CeilDiv, sympy.Min, sympy.Max)))
+    return sum(1 for s in sympy.preorder_traversal(e)
+               if isinstance(s, (FloorDiv, ModularIndexing, CeilDiv, sympy.Min, sympy.Max)))
 
 
 def memory_order(expr, vars_: Sequence) -> list[int] | None:
@@ -425,5 +427,6 @@ def _identity_merge(sizes, exprs, vars_, prefix) -> LoopMerge:
     new_vars = tuple(var(prefix, j) for j in range(len(sizes)))
     reindex = dict(zip(vars_, new_vars))
     return LoopMerge(
-        tuple(sizes), new_vars, tuple(e.xreplace(reindex) for e in exprs), tuple((k,) for k in range(len(sizes))), reindex
+        tuple(sizes), new_vars, tuple(e.xreplace(reindex) for e in exprs), tuple((k,) for k in range(len(sizes))),
+        reindex,
     )

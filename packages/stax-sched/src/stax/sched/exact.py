@@ -83,7 +83,8 @@ def traffic(graph: Graph, partition) -> int:
         reads = set()
         for b in blk:
             node = graph.node(b)
-            names = set(node.inputs) if isinstance(node, ExternKernel) else {ld.buffer for r in body_roots(node.body) for ld in loads(r)}
+            names = (set(node.inputs) if isinstance(node, ExternKernel)
+                     else {ld.buffer for r in body_roots(node.body) for ld in loads(r)})
             for r in names:
                 if block_of.get(r) != k:
                     reads.add(r)

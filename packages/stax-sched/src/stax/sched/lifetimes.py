@@ -35,7 +35,8 @@ class MemoryModel:
         for b in (*graph.inputs, *graph.nodes):
             lay = b.layout
             self.buffers[b.name] = BufferInfo(
-                b.name, lay.nbytes(), lay.device, lay.dtype, lay.storage_size(), isinstance(b, InputBuffer), b.name in outputs
+                b.name, lay.nbytes(), lay.device, lay.dtype, lay.storage_size(), isinstance(b, InputBuffer),
+                b.name in outputs,
             )
         self.inputs = [i.name for i in graph.inputs]
         self.outputs = outputs
