@@ -77,7 +77,8 @@ def single_kernel(graph: ir.Graph, kind: str, outer_depth: int = 0) -> Schedule:
         kind, "SchedulerNode")
     events = [MemoryEvent(0, "alloc", n) for n in names]
     events += [MemoryEvent(0, "free", n) for n in names if n not in graph.outputs]
-    return Schedule(graph, (Kernel("kernel0", kind, names, ((), ()), node_type, outer_depth),), MemoryPlan(tuple(events)))
+    return Schedule(graph, (Kernel("kernel0", kind, names, ((), ()), node_type, outer_depth),),
+                    MemoryPlan(tuple(events)))
 
 
 def contiguous(name: str, sizes, d: dt.DType = F32) -> ir.InputBuffer:

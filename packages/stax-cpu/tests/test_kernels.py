@@ -295,7 +295,8 @@ def test_large_outputs_ask_for_huge_pages(cfg):
     x = contiguous("x", (n,))
     g = ir.Graph([x], [pointwise("big", (n,), ir.op("neg", ir.load("x", i0, F32))),
                        pointwise("small", (1000,), ir.op("abs", ir.load("x", i0, F32)))], ["big", "small"])
-    ours, ref, mod = run_both(g, {"x": np.random.default_rng(11).standard_normal(n)}, replace(cfg, huge_page_bytes=4 << 20))
+    ours, ref, mod = run_both(g, {"x": np.random.default_rng(11).standard_normal(n)},
+                              replace(cfg, huge_page_bytes=4 << 20))
     assert_close(ours[0], ref[0], F32)
     assert_close(ours[1], ref[1], F32)
     assert mod.source.count("stax::advise_huge(out_ptr0, ") == 1 and "advise_huge(out_ptr1" not in mod.source

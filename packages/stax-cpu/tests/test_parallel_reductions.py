@@ -74,7 +74,8 @@ def _graph(d: dt.DType, shape, axes) -> ir.Graph:
 
 def _per_node(g: ir.Graph) -> Schedule:
     """One kernel per node: each reduction alone in its loops (so it gets unrolled accumulators)."""
-    kernels = tuple(Kernel(f"kernel{k}", "reduction", (n.name,), ((), ()), "SchedulerNode") for k, n in enumerate(g.nodes))
+    kernels = tuple(Kernel(f"kernel{k}", "reduction", (n.name,), ((), ()), "SchedulerNode")
+                    for k, n in enumerate(g.nodes))
     return Schedule(g, kernels, MemoryPlan(tuple(MemoryEvent(k, "alloc", n.name) for k, n in enumerate(g.nodes))))
 
 

@@ -52,10 +52,12 @@ def test_vector_scans_on_long_rows(d, level_cfg):
     x = contiguous("x", shape, d)
     i0, i1 = ir.pointwise_vars(2)
     types = ("cumsum", "cumprod", "cummax", "cummin")
-    nodes = [ir.ComputedBuffer(s, ir.Layout.contiguous(shape, d), Scan(shape, 1, s, ir.load("x", shape[1] * i0 + i1, d)))
+    nodes = [ir.ComputedBuffer(s, ir.Layout.contiguous(shape, d),
+                               Scan(shape, 1, s, ir.load("x", shape[1] * i0 + i1, d)))
              for s in types]
     g = ir.Graph([x], nodes, [n.name for n in nodes])
-    kernels = tuple(Kernel(f"kernel{k}", "reduction", (n.name,), ((), ()), "SchedulerNode") for k, n in enumerate(nodes))
+    kernels = tuple(Kernel(f"kernel{k}", "reduction", (n.name,), ((), ()), "SchedulerNode")
+                    for k, n in enumerate(nodes))
     sched = Schedule(g, kernels, MemoryPlan(tuple(MemoryEvent(k, "alloc", n.name) for k, n in enumerate(nodes))))
     rng = np.random.default_rng(3)
     if d.is_floating:

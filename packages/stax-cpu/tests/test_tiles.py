@@ -14,7 +14,8 @@ i0, i1 = ir.pointwise_vars(2)
 def _transpose_add(rows: int, cols: int, d: dt.DType) -> ir.Graph:
     x, y = contiguous("x", (cols, rows), d), contiguous("y", (rows, cols), d)
     v = ir.op("add", ir.load("x", i0 + rows * i1, d), ir.load("y", cols * i0 + i1, d))
-    out = ir.ComputedBuffer("out", ir.Layout(x.layout.device, d, (rows, cols), (1, rows)), ir.Pointwise((rows, cols), v))
+    out = ir.ComputedBuffer("out", ir.Layout(x.layout.device, d, (rows, cols), (1, rows)),
+                            ir.Pointwise((rows, cols), v))
     return ir.Graph([x, y], [out], ["out"])
 
 

@@ -48,7 +48,8 @@ def test_no_transposed_preload_of_the_groups_own_output(level_cfg):
     a transposed load is read before the block's stores, so it must not read buf1 (it did: garbage)."""
     n = 64
     x = contiguous("x", (n, n))
-    buf1 = ir.ComputedBuffer("buf1", ir.Layout("cpu", F32, (n, n), (1, n)), ir.Pointwise((n, n), ir.load("x", n * i0 + i1, F32)))
+    buf1 = ir.ComputedBuffer("buf1", ir.Layout("cpu", F32, (n, n), (1, n)),
+                             ir.Pointwise((n, n), ir.load("x", n * i0 + i1, F32)))
     buf2 = ir.ComputedBuffer("buf2", ir.Layout.contiguous((n, n), F32), ir.Pointwise((n, n), ir.op(
         "mul", ir.load("x", n * i0 + i1, F32), ir.load("buf1", i0 + n * i1, F32))))
     g = ir.Graph([x], [buf1, buf2], ["buf2", "buf1"])

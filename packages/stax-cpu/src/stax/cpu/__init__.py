@@ -24,5 +24,6 @@ __version__ = "0.1.0"
 __all__ = [
     "CompileError", "CompilerNotFoundError", "CpuConfig", "InputLayoutError", "KernelZeroDivisionError", "MallocTuning",
     "NegativeIntegerPowerError", "NumpyAllocator", "OP_TABLE", "REDUCTION_TABLE", "bf16_from_float32",
-    "ToolchainTimeoutError", "WRAPPER_NAMES", "WRAPPER_PREFIXES", "bf16_to_float32", "compile_schedule", "generate_kernels", "tune_malloc",
+    "ToolchainTimeoutError", "WRAPPER_NAMES", "WRAPPER_PREFIXES", "bf16_to_float32", "compile_schedule",
+    "generate_kernels", "tune_malloc",
 ]

@@ -59,7 +59,8 @@ class VecAcc:
 
 def _plain(op: str, combine: str, scalar: str) -> VecAcc:
     return VecAcc("{VT} {vacc} = stax::vec::bcast<{VT}>({ident});", "{vacc} = " + combine + ";",
-                  "{acc} = " + scalar.format(a="{acc}", b=f"stax::vec::vec_reduce_all(stax::vec::{op}{{{{}}}}, {{vacc}})")
+                  "{acc} = "
+                  + scalar.format(a="{acc}", b=f"stax::vec::vec_reduce_all(stax::vec::{op}{{{{}}}}, {{vacc}})")
                   + ";", "{vacc}", "{vacc} = " + combine.replace("{v}", "{b}") + ";")
 
 

@@ -238,7 +238,8 @@ SCAN_TABLE: dict[str, CppReduction] = {
 
 def missing_rows() -> list[str]:
     """Ops/reductions of stax.ir without a row here (a test keeps this empty)."""
-    return sorted((set(OPS) - set(OP_TABLE)) | (set(REDUCTIONS) - set(REDUCTION_TABLE)) | (set(SCANS) - set(SCAN_TABLE)))
+    return sorted((set(OPS) - set(OP_TABLE)) | (set(REDUCTIONS) - set(REDUCTION_TABLE))
+                  | (set(SCANS) - set(SCAN_TABLE)))
 
 
 # ---- dtypes: storage C type (pointer element) and compute C type ----

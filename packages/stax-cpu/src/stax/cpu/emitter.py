@@ -145,7 +145,8 @@ class KernelEmitter:
         with lines.block(""):
             lines(f"const int64_t {t}_tid = omp_get_thread_num(), {t}_nth = omp_get_num_threads();")
             lines(f"const int64_t {t}_chunk = (({n} + {t}_nth - 1) / {t}_nth + {step - 1}) / {step} * {step};")
-            lines(f"const int64_t {t}_lo = std_min({t}_tid * {t}_chunk, {n}), {t}_hi = std_min({t}_lo + {t}_chunk, {n});")
+            lines(f"const int64_t {t}_lo = std_min({t}_tid * {t}_chunk, {n}), "
+                  f"{t}_hi = std_min({t}_lo + {t}_chunk, {n});")
             self.bounds, self.split_tid, self.partials = {0: (f"{t}_lo", f"{t}_hi")}, f"{t}_tid", []
             try:
                 self.emit_group(lines, group, 0)

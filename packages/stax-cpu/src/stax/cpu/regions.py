@@ -211,7 +211,8 @@ class RegionPlanner:
             names = "+".join(dict.fromkeys(kernels[p].name for p in (kp, kc)))
             saved = sum(self.g.buffer_layout(b).nbytes() for b, *_ in ch.local)
             log.debug("localize %s into %s: %d of %d rows per chunk, %d KiB scratch per thread; %d B never allocated",
-                      ", ".join(b for b, *_ in ch.local), names, ch.chunk_rows, ch.rows, ch.scratch_bytes() >> 10, saved)
+                      ", ".join(b for b, *_ in ch.local), names, ch.chunk_rows, ch.rows, ch.scratch_bytes() >> 10,
+                      saved)
         return ch
 
     def _rows_kept(self, nest: Nest) -> Nest | None:
@@ -337,7 +338,8 @@ def emit_region(region: Region, graph: Graph, threads: int, min_chunk: int, *, v
     err_name = "err_all" if several else "err"
     head = "".join(f"    {decl}\n" for decl in dict.fromkeys(em.prologue))
     ret = " | ".join(f"{err_name}[{ERR_SLOT * k}]" for k in range(slots))
-    comment = "".join(f"// {k.name}: {k.node_type} {k.kind} ({', '.join(k.nodes)})\n" for k in region.kernels) if several else ""
+    comment = ("".join(f"// {k.name}: {k.node_type} {k.kind} ({', '.join(k.nodes)})\n" for k in region.kernels)
+               if several else "")
     code = (f"{comment}{signature(ctx, roots, err_name)}\n{{\n{head}{body.text()}\n"
             f"    return (int)({ret});\n}}\n")
     params = tuple(ctx.in_ptrs) + tuple(ctx.out_ptrs)

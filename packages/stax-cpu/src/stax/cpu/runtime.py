@@ -32,7 +32,8 @@ def raise_kernel_error(err, kernel: str, index_loads: tuple) -> None:
         raise KernelZeroDivisionError(f"ZeroDivisionError (integer division or modulo by zero in {kernel})")
     if code == 2:
         what = index_loads[c] if 0 <= c < len(index_loads) else "a buffer"
-        raise IndexError(f"index {a} is out of bounds for dimension with size {b} (indirect read of {what} in {kernel})")
+        raise IndexError(f"index {a} is out of bounds for dimension with size {b} "
+                         f"(indirect read of {what} in {kernel})")
     if code == 3:
         raise NegativeIntegerPowerError("Integers to negative integer powers are not allowed.")
     raise RuntimeError(f"{kernel} reported unknown error code {code}")

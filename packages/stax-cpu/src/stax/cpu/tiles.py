@@ -80,7 +80,8 @@ def transpose_source(lanes: int) -> str:
             if a & s:
                 continue
             b = a + s
-            body.append(f"    {{ VT a = r[{a}], b = r[{b}]; r[{a}] = __builtin_shufflevector(a, b, {', '.join(map(str, lo))}); "
+            body.append(f"    {{ VT a = r[{a}], b = r[{b}]; "
+                        f"r[{a}] = __builtin_shufflevector(a, b, {', '.join(map(str, lo))}); "
                         f"r[{b}] = __builtin_shufflevector(a, b, {', '.join(map(str, hi))}); }}")
         s *= 2
     return ("template <class VT> static inline void transpose(VT* r) {\n" + "\n".join(body) + "\n}\n")

@@ -5,7 +5,8 @@ environment). exp and log follow Cephes' expf/logf reductions and polynomials; t
 uses Cephes' small-argument polynomial and 1 - 2/(e^{2x}+1) beyond 0.625; erf is
 x + x*Q(x^2) below 0.875 and 1 - exp(h(x) - x^2) above (h = log erfc + x^2, one
 polynomial on [0.875, 3.93]), coefficients fitted (reweighted least squares toward
-minimax) in float64 and kept for float32 Horner evaluation. test_vec_math.py bounds the error in ulps against float64 numpy.
+minimax) in float64 and kept for float32 Horner evaluation. test_vec_math.py bounds the
+error in ulps against float64 numpy.
 Special values (±inf, NaN, ±0, subnormals, overflow) follow libm.
 """
 

@@ -183,7 +183,8 @@ def wrapper_source(schedule: Schedule, kernel_params: dict, externs: dict, local
                 drop(e.buffer)
     plan = schedule.memory
     gone = sorted(b for b in local if any(e.buffer == b for e in plan.events))
-    L.insert(1, f"    # memory: plan peak {plan.peak_bytes} B (M* {plan.lower_bound_bytes} B); this wrapper holds at most "
+    L.insert(1, f"    # memory: plan peak {plan.peak_bytes} B (M* {plan.lower_bound_bytes} B); "
+                f"this wrapper holds at most "
                 f"{held[1]} B" + (f" ({', '.join(gone)} never allocated: kernel-local)" if gone else ""))
     outs = ", ".join(g.outputs)
     L.append(f"    return ({outs}{',' if len(g.outputs) == 1 else ''})")
