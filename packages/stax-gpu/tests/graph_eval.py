@@ -86,14 +86,16 @@ def run_node(node, buffers: dict, arith: Arith) -> tuple:
         rsizes = [as_int(s) for s in body.reduction_ranges]
         shape = tuple(sizes + rsizes)
         vals = eval_value(
-            body.value, index_grid(list(pvars) + list(reduction_vars(len(rsizes))), sizes + rsizes), buffers, shape, arith
+            body.value, index_grid(list(pvars) + list(reduction_vars(len(rsizes))), sizes + rsizes), buffers, shape,
+            arith,
         )
         if _numel(rsizes) == 0:
             rdef = reduction_def(body.reduction_type)
             ident = (rdef.empty or rdef.identity)(body.value.dtype)
             result = tuple(np.broadcast_to(p, tuple(sizes)) for p in arith.constant(ident, body.dtype))
         else:
-            result = arith.reduce(body, tuple(np.reshape(p, tuple(sizes) + (_numel(rsizes),)) for p in vals))  # (0 rows too)
+            # (0 rows too)
+            result = arith.reduce(body, tuple(np.reshape(p, tuple(sizes) + (_numel(rsizes),)) for p in vals))
         computed = body.dtype
     elif isinstance(body, Scan):
         shape = tuple(sizes)

@@ -81,7 +81,8 @@ def test_benchmark_autotuner_picks_the_fastest_and_caches_it(tmp_path):
     assert entry["choice"] == timer.calls[-1] and len(entry["timings_ms"]) == len(timer.calls)
     # A second process (a fresh autotuner on the same directory) does not time anything.
     timer2 = FakeTimer(lambda key, k: 0.0)
-    run(softmax_rows(12, 40), cfg=config(autotune=True, autotune_min_elements=0, autotuner=Recording(AutotuneCache(str(tmp_path)), timer2),
+    run(softmax_rows(12, 40), cfg=config(autotune=True, autotune_min_elements=0,
+                                         autotuner=Recording(AutotuneCache(str(tmp_path)), timer2),
                                          dual_variant_min=16, xblock_cap=8))
     assert timer2.calls == []
 
@@ -103,7 +104,8 @@ def test_dual_variant_race_under_the_interpreter(tmp_path):
     """persistent vs looped raced by the autotuner: both forms compile and run."""
     timer = FakeTimer(lambda key, k: 1.0 if key.startswith("looped") else 2.0)
     tuner = Recording(AutotuneCache(str(tmp_path)), timer)
-    cfg = config(autotune=True, autotune_min_elements=0, autotuner=tuner, dual_variant_min=16, r0_block_cap=16, xblock_cap=4)
+    cfg = config(autotune=True, autotune_min_elements=0, autotuner=tuner, dual_variant_min=16, r0_block_cap=16,
+                 xblock_cap=4)
     m = run(softmax_rows(5, 50), cfg=cfg)
     assert "triton_per_fused_0" in m.source and "triton_red_fused_0" in m.source
     assert any(c.startswith("persistent") for c in timer.calls) and any(c.startswith("looped") for c in timer.calls)

@@ -340,7 +340,8 @@ def test_cuda_timed_call_brackets_its_kernels():
     from stax.gpu.graphs import CudaGraphs
 
     n, m = 1 << 14, 1 << 12
-    g = Graph((inp("x", (n, m)),), (pw("buf0", (n, m), op("mul", load("x", m * i0 + i1, f32), load("x", m * i0 + i1, f32))),),
+    g = Graph((inp("x", (n, m)),),
+              (pw("buf0", (n, m), op("mul", load("x", m * i0 + i1, f32), load("x", m * i0 + i1, f32))),),
               ("buf0",))
     mod = compile_schedule(build_schedule(g, [["buf0"]]), config=config(pdl=True))
     assert isinstance(mod.call, GraphedCall) and mod.call.gpu_bound_ratio > 0, "with pdl, cuda modules time a call"

@@ -61,7 +61,8 @@ def test_tile_store_major_walks_the_stores_axis_on_program_0(write_order, store_
 
 @pytest.mark.parametrize("hint", [True, False])
 def test_tile_evict_last_marks_the_tiles_loads(hint):
-    """tile_evict_last (on by default; an A/B knob for transposes) adds evict_last to the 2-D tile's loads; same results."""
+    """tile_evict_last (on by default; an A/B knob for transposes) adds evict_last to the 2-D tile's loads;
+    same results."""
     n, c = 50, 70
     g = Graph((inp("a", (c, n)), inp("b", (n, c))),
               (pw("buf0", (n, c), op("add", load("a", i0 + n * i1, f32), load("b", c * i0 + i1, f32))),), ("buf0",))

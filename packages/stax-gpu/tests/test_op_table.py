@@ -74,8 +74,8 @@ def test_float32_op(name):
     run(g, cfg=config(xblock_cap=32), tol=TOLERANCE.get(name, ULP), **_ranges(DOMAIN.get(name)))
 
 
-SPECIAL = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 2.5, -2.5, 0.5, -0.5, 3.0, 1e-30, -7.25, 100.0, -100.0],
-                   np.float32)
+SPECIAL = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 2.5, -2.5, 0.5, -0.5, 3.0, 1e-30, -7.25, 100.0,
+                    -100.0], np.float32)
 NAN_INF_OPS = ["add", "mul", "maximum", "minimum", "fmax", "fmin", "sign", "relu", "abs", "neg", "isnan", "isinf",
                "isfinite", "signbit", "floor", "ceil", "round", "trunc", "frac", "exp", "log", "sqrt", "copysign",
                "floordiv", "truncdiv", "remainder", "fmod", "truediv", "eq", "lt", "where", "tanh", "sigmoid", "square",

@@ -37,7 +37,8 @@ def test_ragged_1d_many_programs():
 
 def test_contiguous_dims_collapse_to_one_index():
     """(4, 5, 6) contiguous elementwise: one flat index, no div/mod."""
-    g = Graph((inp("x", (4, 5, 6)),), (pw("buf0", (4, 5, 6), op("neg", load("x", 30 * i0 + 6 * i1 + i2, f32))),), ("buf0",))
+    g = Graph((inp("x", (4, 5, 6)),), (pw("buf0", (4, 5, 6), op("neg", load("x", 30 * i0 + 6 * i1 + i2, f32))),),
+              ("buf0",))
     src = kernel_src(run(g), "triton_poi_fused_0")
     assert "//" not in src and "%" not in src
 
@@ -156,7 +157,8 @@ def test_index_values_iota_and_modular_index():
     """arange as a value, and an index through ModularIndexing (a view of a view)."""
     n = 30
     v = op("add", ir_cast(index_value(i0, i64), f32), load("x", ModularIndexing(i0, 1, 10), f32))
-    g = Graph((inp("x", (10,)),), (pw("buf0", (n,), v), pw("buf1", (n,), index_value(3 * i0 + 1, i64))), ("buf0", "buf1"))
+    g = Graph((inp("x", (10,)),), (pw("buf0", (n,), v), pw("buf1", (n,), index_value(3 * i0 + 1, i64))),
+              ("buf0", "buf1"))
     run(g, groups=[["buf0"], ["buf1"]], cfg=config(**SMALL))
 
 
@@ -195,7 +197,8 @@ def test_integer_arithmetic_and_dtype_casts():
     v1 = op("add", op("mul", a, b), const(7, i32))
     v2 = ir_cast(op("truediv", ir_cast(a, f32), const(3.0, f32)), i64)  # float -> int truncates toward zero
     v3 = ir_cast(a, dtype_u8 := __import__("stax.ir.dtypes", fromlist=["uint8"]).uint8)
-    g = Graph((inp("a", (n,), i32), inp("b", (n,), i32)), (pw("buf0", (n,), v1), pw("buf1", (n,), v2), pw("buf2", (n,), v3)),
+    g = Graph((inp("a", (n,), i32), inp("b", (n,), i32)),
+              (pw("buf0", (n,), v1), pw("buf1", (n,), v2), pw("buf2", (n,), v3)),
               ("buf0", "buf1", "buf2"))
     assert dtype_u8.name == "uint8"
     run(g, cfg=config(**SMALL))

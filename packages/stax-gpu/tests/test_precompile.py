@@ -42,7 +42,8 @@ for graph in (R.softmax_graph(16, 4096), I.embedding_graph()):
 pool = precompile.Precompiler(2)
 futures = [pool.submit(job) for job, _ in jobs]
 print("workers compiled", sorted(set(f.result(timeout=300) for f in futures)))
-bad = pool.submit(precompile.CompileJob(jobs[0][0].path, jobs[0][0].module, "no_such_kernel", (), (), (), ("cuda", 90, 32), ()))
+bad = pool.submit(precompile.CompileJob(jobs[0][0].path, jobs[0][0].module, "no_such_kernel", (), (), (),
+                                        ("cuda", 90, 32), ()))
 try:
     bad.result(timeout=300)
     raise SystemExit("a bad job succeeded")

@@ -151,7 +151,8 @@ def softmax_graph(n, m, dtype=f32):
 def test_softmax_three_dependent_nodes_one_kernel(mode):
     """max -> sum(exp(x - max)) -> exp(x - max)/sum: in a persistent kernel all in
     registers; looped, three r-loops (the later ones depend on earlier reductions)."""
-    m = run(softmax_graph(11, 45), cfg=config(**(LOOPED if mode == "looped" else SMALL)), tol=dict(rtol=1e-5, atol=1e-7))
+    m = run(softmax_graph(11, 45), cfg=config(**(LOOPED if mode == "looped" else SMALL)),
+            tol=dict(rtol=1e-5, atol=1e-7))
     if mode == "looped":
         assert kernel_src(m, "triton_red_fused_0").count("for r0_offset in range(") == 3
 
@@ -191,7 +192,8 @@ def layernorm_graph(n=9, m=50, correction=0.0):
 @pytest.mark.parametrize("mode", ["persistent", "looped"])
 def test_welford_layernorm(mode):
     """mean/m2/count share one Welford accumulator; y = (x - mean) * rsqrt(m2/n + eps) * w + b."""
-    module = run(layernorm_graph(), cfg=config(**(LOOPED if mode == "looped" else SMALL)), tol=dict(rtol=1e-4, atol=1e-5))
+    module = run(layernorm_graph(), cfg=config(**(LOOPED if mode == "looped" else SMALL)),
+                 tol=dict(rtol=1e-4, atol=1e-5))
     if mode == "looped":
         assert "triton_helpers.welford_combine" in module.source
 

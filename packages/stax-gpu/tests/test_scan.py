@@ -15,7 +15,8 @@ def scan_graph(kind, n=6, m=21, axis=1, dtype=f32):
     return Graph((x,), (ComputedBuffer("buf0", lay((n, m), body.dtype), body),), ("buf0",))
 
 
-@pytest.mark.parametrize("kind", ["cumsum", "cumprod", "cummax", "cummin", "cummax_index", "cummin_index", "logcumsumexp"])
+@pytest.mark.parametrize("kind", ["cumsum", "cumprod", "cummax", "cummin", "cummax_index", "cummin_index",
+                                  "logcumsumexp"])
 @pytest.mark.parametrize("mode", ["persistent", "looped"])
 def test_scan(kind, mode):
     n, m = 6, 21

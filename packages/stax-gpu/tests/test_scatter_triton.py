@@ -110,7 +110,8 @@ def test_embedding_backward_non_contiguous_out_with_consumer():
     value = op("mul", load("grad", D * r0 + r1, f32), const(2.0, f32))
     body = Scatter((V, D), const(0.0, f32), (N, D), (T0, r1), ((T0, load("ids", r0, i64), V),), value, "add")
     gw = ComputedBuffer("gw", lay((V, D), f32, (1, V)), body)
-    out = ComputedBuffer("out", lay((V, D), f32), Pointwise((V, D), op("add", load("gw", i0 + V * i1, f32), const(1.0, f32))))
+    out = ComputedBuffer("out", lay((V, D), f32),
+                         Pointwise((V, D), op("add", load("gw", i0 + V * i1, f32), const(1.0, f32))))
     g = Graph((inp("grad", (N, D)), inp("ids", (N,), i64)), (gw, out), ("out", "gw"))
     got, ref, m = run(g, ids=(0, V))
     for a, b in zip(got, ref):

@@ -26,7 +26,8 @@ from stax.ir import Graph, load, op
 cfg = GpuConfig(autotune=True, autotune_min_elements=0, cache_dir={cache!r}, dual_variant_min=64)
 small = cfg.with_(persistent_reduction_max=16)
 transpose = Graph((inp("x", (64, 32)), inp("y", (32, 64))),
-                  (pw("buf0", (64, 32), op("add", load("x", 32 * i0 + i1, f32), load("y", i0 + 64 * i1, f32))),), ("buf0",))
+                  (pw("buf0", (64, 32), op("add", load("x", 32 * i0 + i1, f32), load("y", i0 + 64 * i1, f32))),),
+                  ("buf0",))
 cases = [
     (R.example_7_2(), None, cfg),
     (R.softmax_graph(16, 4096), None, cfg),

@@ -108,7 +108,8 @@ class BenchmarkAutotuner:
                     alive.remove(c)
         timings = {k: sorted(v)[len(v) // 2] for k, v in samples.items()}
         if not timings:
-            raise RuntimeError(f"stax-gpu: every launch config failed for kernel {key[:12]}: {[c.key() for c in candidates]}")
+            raise RuntimeError(f"stax-gpu: every launch config failed for kernel {key[:12]}: "
+                               f"{[c.key() for c in candidates]}")
         best = min(candidates, key=lambda c: timings.get(c.key(), float("inf")))
         first = timings.get(candidates[0].key())
         if first is not None and timings[best.key()] * (1 + self.margin) >= first:

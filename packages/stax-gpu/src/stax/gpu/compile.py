@@ -284,5 +284,6 @@ def why_not_graphed(config: GpuConfig, plans, errors, allocated: int = 0) -> str
     if allocated > config.cuda_graph_max_bytes:
         # its kernels run >= 0.25 ms at 4 TB/s: a launch's overhead is small next to that,
         # and each instance would keep this much reserved
-        return f"it allocates {allocated / 2**20:.0f} MiB per call (cuda_graph_max_bytes {config.cuda_graph_max_bytes / 2**20:.0f} MiB)"
+        return (f"it allocates {allocated / 2**20:.0f} MiB per call "
+                f"(cuda_graph_max_bytes {config.cuda_graph_max_bytes / 2**20:.0f} MiB)")
     return None

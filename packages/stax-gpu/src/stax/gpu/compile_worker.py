@@ -1,7 +1,8 @@
 """`python -m stax.gpu.compile_worker`: compiles precompile.CompileJobs read from stdin.
 
 Once its imports are done it answers (True, "ready"); then each job is a pickle on stdin
-and each answer, (True, kernel name) or (False, the error), a pickle on stdout. Anything Triton prints goes to stderr, so the answers stay parseable.
+and each answer, (True, kernel name) or (False, the error), a pickle on stdout. Anything
+Triton prints goes to stderr, so the answers stay parseable.
 """
 
 import os

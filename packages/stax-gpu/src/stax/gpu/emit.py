@@ -201,7 +201,8 @@ class Emitter:
         if row.int_divisor and operand.is_integer and self.config.bounds_check == "flag" and not divisor_ok:
             args[1] = self.nonzero_divisor(args[1], axes)
         if n.name == "pow" and operand.is_integer and self.config.bounds_check == "flag":
-            self.flag(f"{self.tensor(args[1]).src} < 0", axes, "ValueError", "Integers to negative integer powers are not allowed.")
+            self.flag(f"{self.tensor(args[1]).src} < 0", axes, "ValueError",
+                      "Integers to negative integer powers are not allowed.")
         return self.new(template.format(*(a.src for a in args), bits=operand.itemsize * 8), n.dtype, axes)
 
     # ---- checks
@@ -345,7 +346,8 @@ class Emitter:
             # e.g. a whole-tensor sum: one output, yet the value is a [XBLOCK, 1] block
             missing = v.axes - axes
             if any(self._extent(a) != 1 for a in missing):
-                raise AssertionError(f"stax-gpu: {p.node.name}: value varies along {set(missing)} but its store does not")
+                raise AssertionError(f"stax-gpu: {p.node.name}: value varies along {set(missing)} "
+                                     "but its store does not")
             axes = axes | v.axes
             ptr = f"{self.args[p.node.name]} + ({texpr(idx)} + tl.zeros({self.shape(axes)}, tl.int32))"
         v = self.tensor(v)

@@ -64,13 +64,15 @@ def candidates(plan: KernelPlan, ks: KernelSource, config: GpuConfig) -> list[La
         rcap = config.r0_block_cap
         rn = next_pow2(max(plan.rnumel, 1))
         cands = [
-            LaunchConfig(ks.variant, (("XBLOCK", _cap(min(x, next_pow2(xn)), xcap)), ("R0_BLOCK", _cap(min(r, rn), rcap))), w)
+            LaunchConfig(ks.variant, (("XBLOCK", _cap(min(x, next_pow2(xn)), xcap)),
+                                      ("R0_BLOCK", _cap(min(r, rn), rcap))), w)
             for x, r, w in _looped(plan, config)
         ]
     elif ks.variant == TILED:
         yn = max(plan.ynumel, 1)
         cands = [
-            LaunchConfig(ks.variant, (("YBLOCK", _cap(min(y, next_pow2(yn)), xcap)), ("XBLOCK", _cap(min(x, next_pow2(xn)), xcap))), w)
+            LaunchConfig(ks.variant, (("YBLOCK", _cap(min(y, next_pow2(yn)), xcap)),
+                                      ("XBLOCK", _cap(min(x, next_pow2(xn)), xcap))), w)
             for y, x, w in ([(64, 64, 4)] if config.interpret else TILES)
         ]
     else:

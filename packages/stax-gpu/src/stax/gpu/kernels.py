@@ -106,9 +106,11 @@ def write_pointwise(plan: KernelPlan, config: GpuConfig, errors: ErrorTable, nam
     if tiled:
         numels, blocks = (("ynumel", plan.ynumel), ("xnumel", plan.xnumel)), ("YBLOCK", "XBLOCK")
         swap = config.tile_store_major and _stores_along_y(plan) and plan.xnumel <= 65535 * 16
-        head += [program_offset("y", 0 if swap else 1, "YBLOCK", int64), "yindex = yoffset + tl.arange(0, YBLOCK)[:, None]",
+        head += [program_offset("y", 0 if swap else 1, "YBLOCK", int64),
+                 "yindex = yoffset + tl.arange(0, YBLOCK)[:, None]",
                  _mask_line("y", "yindex < ynumel", "[YBLOCK, 1]", full)]
-        head += [program_offset("x", 1 if swap else 0, "XBLOCK", int64), "xindex = xoffset + tl.arange(0, XBLOCK)[None, :]",
+        head += [program_offset("x", 1 if swap else 0, "XBLOCK", int64),
+                 "xindex = xoffset + tl.arange(0, XBLOCK)[None, :]",
                  _mask_line("x", "xindex < xnumel", "[1, XBLOCK]", full)]
         head += axis_defs(plan, "y")
     else:
@@ -118,8 +120,8 @@ def write_pointwise(plan: KernelPlan, config: GpuConfig, errors: ErrorTable, nam
     head += axis_defs(plan, "x")
     body = render_lines(em.top.lines, "    ")
     src = "\n".join([signature(name, em, numels, blocks)] + ["    " + h for h in head] + body) + "\n"
-    return KernelSource(name, TILED if tiled else POINTWISE, src, tuple(em.args), em.uses_err, numels, blocks, None, full,
-                        tiled and swap)
+    return KernelSource(name, TILED if tiled else POINTWISE, src, tuple(em.args), em.uses_err, numels, blocks, None,
+                        full, tiled and swap)
 
 
 def write_reduction(plan: KernelPlan, config: GpuConfig, errors: ErrorTable, name: str, looped: bool,
@@ -160,8 +162,8 @@ def write_reduction(plan: KernelPlan, config: GpuConfig, errors: ErrorTable, nam
         blocks = ("XBLOCK",)
     numels = (("xnumel", plan.xnumel), ("r0_numel", rn))
     src = "\n".join([signature(name, em, numels, blocks)] + ["    " + h for h in head] + body) + "\n"
-    return KernelSource(name, LOOPED if looped else PERSISTENT, src, tuple(em.args), em.uses_err, numels, blocks, r0_block,
-                        full)
+    return KernelSource(name, LOOPED if looped else PERSISTENT, src, tuple(em.args), em.uses_err, numels, blocks,
+                        r0_block, full)
 
 
 def _finish_node(plan: KernelPlan, em: Emitter, p, v) -> None:
@@ -326,4 +328,5 @@ def variants(plan: KernelPlan, config: GpuConfig) -> list[str]:
     return [PERSISTENT]
 
 
-__all__ = ["KernelSource", "axis_defs", "next_pow2", "program_offset", "render_lines", "signature", "variants", "write_kernel", "XR"]
+__all__ = ["KernelSource", "axis_defs", "next_pow2", "program_offset", "render_lines", "signature", "variants",
+           "write_kernel", "XR"]

@@ -218,7 +218,8 @@ def plan_kernel(schedule, k: int, config: GpuConfig, stored: set | None = None) 
     if shaped:
         n, r = shaped[0]
         if any(s != (n, r) for s in shaped):
-            raise NotImplementedError(f"stax-gpu: kernel {kernel.name} fuses reductions/scans of different shapes {shaped}")
+            raise NotImplementedError(f"stax-gpu: kernel {kernel.name} fuses reductions/scans of different shapes "
+                                      f"{shaped}")
     else:
         n, r = numels[0][0], 1
     roles = []

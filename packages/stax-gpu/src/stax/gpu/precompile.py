@@ -2,7 +2,8 @@
 
 Triton's JIT compiles a kernel at its first launch, one kernel after another, and more than
 half of a compile holds the GIL (threads barely help), so a model with many small kernels
-waits for them in series where Inductor compiles in a process pool. Here every (variant, config) a module may launch becomes a picklable `CompileJob`: the
+waits for them in series where Inductor compiles in a process pool. Here every (variant,
+config) a module may launch becomes a picklable `CompileJob`: the
 generated module's file, the kernel's name, its signature and the specialization the JIT
 would pick for aligned arguments (pointers and sizes divisible by 16). `compile_schedule`
 submits the jobs to a pool of worker processes, which compile into Triton's on-disk cache;
@@ -63,11 +64,14 @@ def job_for(ks, fn, pointer_dtypes: list[str], cfg, options: dict, target: tuple
     types += [int_type(v) for _, v in ks.numels]
     params = list(fn.arg_names)
     constexprs = cfg.kwargs()
-    signature = tuple((p, "constexpr" if p in constexprs else t) for p, t in zip(params, types + ["constexpr"] * len(params)))
+    signature = tuple((p, "constexpr" if p in constexprs else t)
+                      for p, t in zip(params, types + ["constexpr"] * len(params)))
     if len(types) + len(constexprs) != len(params):
-        raise ValueError(f"stax-gpu: {ks.name}: {len(params)} parameters, {len(types)} arguments + {sorted(constexprs)}")
+        raise ValueError(f"stax-gpu: {ks.name}: {len(params)} parameters, "
+                         f"{len(types)} arguments + {sorted(constexprs)}")
     n_ptr = len(types) - len(ks.numels)
-    attrs = tuple((i, True) for i in range(n_ptr)) + tuple((n_ptr + i, v % 16 == 0) for i, (_, v) in enumerate(ks.numels))
+    attrs = (tuple((i, True) for i in range(n_ptr))
+             + tuple((n_ptr + i, v % 16 == 0) for i, (_, v) in enumerate(ks.numels)))
     opts = dict(num_warps=cfg.num_warps, num_stages=cfg.num_stages, **options)
     return CompileJob(module.__file__, module.__name__, ks.name, signature, tuple(sorted(constexprs.items())), attrs,
                       tuple(target), tuple(sorted(opts.items())))

@@ -157,7 +157,8 @@ def extern_call(fn, inputs, constants, sizes, strides, dtype, device) -> torch.T
         out = torch.as_tensor(out, device=device)
     if tuple(out.shape) != tuple(sizes):
         raise AssertionError(f"stax-gpu: extern kernel returned size {tuple(out.shape)}, expected {tuple(sizes)}")
-    if out.dtype == dtype and (out.numel() <= 1 or all(s == 1 or a == e for s, a, e in zip(sizes, out.stride(), strides))):
+    if out.dtype == dtype and (out.numel() <= 1
+                               or all(s == 1 or a == e for s, a, e in zip(sizes, out.stride(), strides))):
         return out
     fixed = torch.empty_strided(sizes, strides, dtype=dtype, device=out.device)
     fixed.copy_(out)
@@ -173,8 +174,8 @@ class KernelLauncher:
     vouch for (hooks, another device, a misaligned pointer) takes the JIT path.
     """
 
-    def __init__(self, name: str, variants: dict, candidates: list[LaunchConfig], autotuner, key: str, n_in: int, n_out: int,
-                 options: dict | None = None):
+    def __init__(self, name: str, variants: dict, candidates: list[LaunchConfig], autotuner, key: str, n_in: int,
+                 n_out: int, options: dict | None = None):
         self.name = name
         self.options = dict(options or {})  # Triton compile options of every config (launch_pdl)
         self.variants = variants
@@ -328,8 +329,10 @@ class DirectLaunch:
             return False
         rt = self.knobs
         enter, exit_ = rt.launch_enter_hook, rt.launch_exit_hook
-        if (enter is not None and getattr(enter, "calls", True)) or (exit_ is not None and getattr(exit_, "calls", True)):
+        if ((enter is not None and getattr(enter, "calls", True))
+                or (exit_ is not None and getattr(exit_, "calls", True))):
             return False
         g0, g1, g2 = self.grid
-        self.launcher(g0, g1, g2, self.get_stream(device), self.function, self.metadata, None, enter, exit_, *args, *self.tail)
+        self.launcher(g0, g1, g2, self.get_stream(device), self.function, self.metadata, None, enter, exit_,
+                      *args, *self.tail)
         return True

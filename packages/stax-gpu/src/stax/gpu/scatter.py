@@ -166,7 +166,8 @@ def plan_scatter(schedule: Schedule, k: int, config: GpuConfig) -> tuple[KernelP
     if not (isinstance(body.init, Load) and not body.init.indirect and body.init.index == node.write_index()
             and graph.buffer_layout(body.init.buffer) == node.layout):
         raise ValueError(f"stax-gpu: {name}: the scatter kernel expects its init in place (run split_scatters first)")
-    stand_in = ComputedBuffer(name, Layout.contiguous(sizes, body.dtype, node.layout.device), Pointwise(sizes, sp.value))
+    stand_in = ComputedBuffer(name, Layout.contiguous(sizes, body.dtype, node.layout.device),
+                              Pointwise(sizes, sp.value))
     pass_reads = [ld.buffer for root in body_roots(body)[1:] for ld in walk(root) if isinstance(ld, Load)]
     reads = tuple(dict.fromkeys(pass_reads))
     ins = tuple(InputBuffer(b, graph.buffer_layout(b)) for b in reads)
@@ -233,7 +234,8 @@ def write_scatter(plan: KernelPlan, sp: ScatterPass, config: GpuConfig, errors: 
         iv = em.tensor(em.value(v, p))
         name = iv.src
         if bounds_check_needed(v, bound, ranges):
-            name = _checked(em, iv, as_int(bound), f"scatter index out of bounds writing {sp.node.name}: not in [0, {bound})",
+            name = _checked(em, iv, as_int(bound),
+                            f"scatter index out of bounds writing {sp.node.name}: not in [0, {bound})",
                             in_range, poisoned)
         em.axis_of[name] = set(iv.axes)
         subs[sym] = sympy.Symbol(name, integer=True, nonnegative=True)
@@ -265,7 +267,8 @@ def write_scatter(plan: KernelPlan, sp: ScatterPass, config: GpuConfig, errors: 
     head = [program_offset("x", 0, "XBLOCK", plan.index_dtype == "int64"), "xindex = xoffset + tl.arange(0, XBLOCK)[:]",
             "xmask = xindex < xnumel"] + axis_defs(plan, "x")
     numels, blocks = (("xnumel", plan.xnumel),), ("XBLOCK",)
-    src = "\n".join([signature(name, em, numels, blocks)] + ["    " + h for h in head] + render_lines(em.top.lines, "    "))
+    src = "\n".join([signature(name, em, numels, blocks)] + ["    " + h for h in head]
+                    + render_lines(em.top.lines, "    "))
     return KernelSource(name, POINTWISE_VARIANT, src + "\n", tuple(em.args), em.uses_err, numels, blocks)
 
 
@@ -276,5 +279,5 @@ def scatter_kernel_set(plan: KernelPlan, sp: ScatterPass, config: GpuConfig, err
     return [ks], candidates(plan, ks, config)[:1]
 
 
-__all__ = ["ATOMIC_ADD_DTYPES", "atomic_add_supported", "ScatterPass", "plan_scatter", "plan_with_scatters", "scatter_kernel_set", "split_scatters",
-           "write_scatter"]
+__all__ = ["ATOMIC_ADD_DTYPES", "atomic_add_supported", "ScatterPass", "plan_scatter", "plan_with_scatters",
+           "scatter_kernel_set", "split_scatters", "write_scatter"]

@@ -220,7 +220,8 @@ def split_reductions(schedule: Schedule, config: GpuConfig, sms: int | None = No
         allocs.append(MemoryEvent(first_step, ALLOC, partial.name))
     events = sorted(events + allocs + extra_free, key=lambda e: (e.step, e.kind == FREE))
     mem = schedule.memory
-    memory = MemoryPlan(tuple(events), mem.peak_bytes + added_bytes, mem.lower_bound_bytes, mem.arena_bytes, mem.offsets)
+    memory = MemoryPlan(tuple(events), mem.peak_bytes + added_bytes, mem.lower_bound_bytes, mem.arena_bytes,
+                        mem.offsets)
     return Schedule(new_graph, tuple(kernels), memory, schedule.fusion_log)
 
 
