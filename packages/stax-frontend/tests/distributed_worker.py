@@ -197,7 +197,8 @@ def _batches(case, rank, device):
     import torch
 
     g = torch.Generator().manual_seed(100 + rank)
-    return [(torch.randn(case["batch"], 16, generator=g).to(device), torch.randn(case["batch"], 4, generator=g).to(device))
+    return [(torch.randn(case["batch"], 16, generator=g).to(device),
+             torch.randn(case["batch"], 4, generator=g).to(device))
             for _ in range(case["steps"])]
 
 

@@ -51,7 +51,8 @@ def test_fallback_single_and_multi_output(caplog):
     a multi-output op is one call returning a tuple plus one selection per output."""
     x = make(torch.float32, (8, 16))
     with caplog.at_level(logging.INFO, logger="stax.frontend.fallback"):
-        m = check(lambda a: (torch.sort(a, -1)[0] * 2, torch.sort(a, -1)[1], torch.special.i0(a * 0.3) + 1), x, fallbacks=None)
+        m = check(lambda a: (torch.sort(a, -1)[0] * 2, torch.sort(a, -1)[1], torch.special.i0(a * 0.3) + 1), x,
+                  fallbacks=None)
     assert dict(m.fallback_ops) == {"sort.default": 1, "i0.default": 1}  # one sort call for both outputs
     assert "fallback to ATen: aten.sort.default" in caplog.text
 
@@ -141,7 +142,8 @@ def test_effect_only_op_is_a_fallback_call():
     assert set(m.fallback_ops) == {"_assert_async.msg"}
 
 
-@pytest.mark.parametrize("sizes, strides", [((4, 3), (1, 4)), ([4, 3], [1, 4]), ((sympy.Integer(4), 3), (1, sympy.Integer(4)))])
+@pytest.mark.parametrize("sizes, strides", [((4, 3), (1, 4)), ([4, 3], [1, 4]),
+                                            ((sympy.Integer(4), 3), (1, sympy.Integer(4)))])
 def test_cpu_allocator_paths_agree(sizes, strides):
     """empty_strided_ints (torch's C++ path, for the wrapper's tuples of ints) and the generic
     empty_strided (lists, sympy integers) give the same tensor; every stax dtype maps to torch's."""
@@ -216,7 +218,8 @@ def test_cpu_extern_results_take_the_exact_match_fast_path():
     fix = LayoutFixer(TorchAllocator(), build_copy)
     t = torch.randn(3, 4)
     assert fix(t, (3, 4), (4, 1), dt.float32, "buf0", "aten.mm.default") is t
-    assert fix(torch.randn(3, 1), (3, 1), (1, 9), dt.float32, "buf0", "aten.mm.default") is not None  # size-1 stride free
+    # size-1 stride free
+    assert fix(torch.randn(3, 1), (3, 1), (1, 9), dt.float32, "buf0", "aten.mm.default") is not None
     with pytest.raises(CopyWanted):
         fix(t.t().contiguous().t(), (3, 4), (4, 1), dt.float32, "buf0", "aten.mm.default")
     with pytest.raises(RuntimeError, match="returned sizes"):
@@ -252,7 +255,8 @@ def test_public_bindings_match_their_aten_ops():
     }
     assert set(args) == set(fallback._PUBLIC)
     for kernel, (a, kw) in args.items():
-        torch.testing.assert_close(fallback._PUBLIC[kernel](*a, **kw), fallback._resolve(kernel)(*a, **kw), rtol=0, atol=0)
+        torch.testing.assert_close(fallback._PUBLIC[kernel](*a, **kw), fallback._resolve(kernel)(*a, **kw),
+                                   rtol=0, atol=0)
 
 
 def test_inputs_are_checked_once_per_call(monkeypatch):

@@ -98,7 +98,8 @@ def test_a_value_only_saved_keeps_eager_layout():
     x, w = g.placeholder("x"), g.placeholder("w")
     y = g.call_function(aten.relu.default, (x,))
     g.output((y,))
-    x.meta["val"], w.meta["val"], y.meta["val"] = torch.empty(2, 3, 4, 5), torch.empty(6, 3, 1, 1), torch.empty(2, 3, 4, 5)
+    x.meta["val"], w.meta["val"], y.meta["val"] = (torch.empty(2, 3, 4, 5), torch.empty(6, 3, 1, 1),
+                                                   torch.empty(2, 3, 4, 5))
     from stax.frontend.targets import TARGETS
 
     ctx = SimpleNamespace(saved_nodes={y}, cfg=config.Config(), device="cpu", target_info=TARGETS["cpu"],

@@ -31,7 +31,8 @@ def _gpu_route():
 
 SUBSET = [
     "gelu", "silu", "softmax", "log_softmax", "layer_norm", "group_norm", "var_std", "logsumexp",
-    "norm", "cumsum", "cumprod", "cummax_cummin", "logcumsumexp", "var_mean", "erfinv_erfc", "argmax_any", "cat", "pad", "flip", "roll", "gather", "index_select",
+    "norm", "cumsum", "cumprod", "cummax_cummin", "logcumsumexp", "var_mean", "erfinv_erfc", "argmax_any", "cat", "pad",
+    "flip", "roll", "gather", "index_select",
     "embedding", "index_tensor", "scatter_add", "index_put_acc", "where_clamp", "mse", "cross_entropy",
     "max_pool2d", "avg_pool2d",
 ]

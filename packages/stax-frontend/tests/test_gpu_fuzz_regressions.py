@@ -53,7 +53,8 @@ def test_logsumexp_over_an_empty_dim_beside_an_empty_diagonal():
 
     def fn(x):
         m = x.mean(-2)
-        return torch.logsumexp(m, 0), torch.empty_like(torch.diagonal(m, 0, 1, 0)).fill_(0.5) * torch.diagonal(m, 0, 1, 0)
+        return (torch.logsumexp(m, 0),
+                torch.empty_like(torch.diagonal(m, 0, 1, 0)).fill_(0.5) * torch.diagonal(m, 0, 1, 0))
 
     _gpu_check(fn, torch.randn(0, 1, 3))
 

@@ -253,7 +253,8 @@ def check_model_calls(name: str, device, calls: int = 4) -> None:
     kept = []
     with torch.no_grad():
         for k in range(calls):
-            x.copy_(torch.randint_like(x, 0, 50) if not x.is_floating_point() else torch.randn_like(x))  # gpt: token ids
+            # gpt: token ids
+            x.copy_(torch.randint_like(x, 0, 50) if not x.is_floating_point() else torch.randn_like(x))
             got, ref = compiled(x), model(x)
             if k % 2:
                 kept.append((got, ref))

@@ -36,7 +36,8 @@ def test_simplify_preserves_values():
     simple = simplify_index(expr, ranges)
     grid = np.meshgrid(np.arange(4 * 48), np.arange(7), indexing="ij")
     env = {v0: grid[0], v1: grid[1]}
-    assert np.array_equal(np.broadcast_to(evaluate(expr, env), grid[0].shape), np.broadcast_to(evaluate(simple, env), grid[0].shape))
+    assert np.array_equal(np.broadcast_to(evaluate(expr, env), grid[0].shape),
+                          np.broadcast_to(evaluate(simple, env), grid[0].shape))
     assert simple.count(FloorDiv) + simple.count(ModularIndexing) < expr.count(FloorDiv) + expr.count(ModularIndexing)
 
 

@@ -10,7 +10,8 @@ batch of 2, 16 tokens, 2-layer text configs, so each model takes seconds. That f
 only torch, timm and transformers; it is loaded here by path, without the benchmarks package.
 Where torchvision cannot be imported (beside torch 2.13's CPU build no wheel loads), timm is
 imported through the documented stand-in of benchmarks/workloads/torchvision_shim.py: the CNNs
-are never skipped for it. A machine with a GPU also runs the cuda tests (test_*_cuda), through stax.gpu; without a GPU they are skipped.
+are never skipped for it. A machine with a GPU also runs the cuda tests (test_*_cuda), through
+stax.gpu; without a GPU they are skipped.
 """
 
 from __future__ import annotations

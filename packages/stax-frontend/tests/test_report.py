@@ -203,7 +203,8 @@ def test_report_renders_kernels_in_headless_chromium(report_7_2, tmp_path):
     for name in ("kernel0", "kernel1"):
         assert f'id="kernel-{name}"' in dom
         assert f'href="#kernel-{name}"' in dom  # the navigation the script built
-        assert f"int {name}(" in dom or f"// {name}: " in dom  # its source (own function or region block) is in the page
+        # its source (own function or region block) is in the page
+        assert f"int {name}(" in dom or f"// {name}: " in dom
     assert "outer loop fusion depth 0" in dom
 
 
@@ -294,7 +295,8 @@ def test_fusion_graph_colours_on_small_models(model_reports):
         assert {k: legend[k] for k in fills} == fills, name
         assert set(inputs.values()) <= {INPUT_COLOUR}
         assert len(set(fills.values())) == len(fills), name
-        assert all(HEX.fullmatch(f) and _chroma(f) >= 20 and _delta_e(f, INPUT_COLOUR) >= 25 for f in fills.values()), name
+        assert all(HEX.fullmatch(f) and _chroma(f) >= 20 and _delta_e(f, INPUT_COLOUR) >= 25
+                   for f in fills.values()), name
         assert min((_delta_e(a, b) for a, b in itertools.combinations(fills.values(), 2)), default=99) >= 20, name
 
 

@@ -136,7 +136,8 @@ def test_gpu_target_scatters_are_native():
     with config.patch(device_override="gpu"):
         out = run_stax(lambda w, i: F.embedding(i, w), w, ids)
         out.backward(torch.ones_like(out))
-        got = run_stax(lambda x, i, v: (x.index_put((i,), v, accumulate=True), x.scatter_add(0, i[:4, None].expand(4, 4), v[:4])),
+        got = run_stax(lambda x, i, v: (x.index_put((i,), v, accumulate=True),
+                                        x.scatter_add(0, i[:4, None].expand(4, 4), v[:4])),
                        x, idx, v)
     F.embedding(ids, w2).backward(torch.ones(5, 7, 8))
     assert_same(w.grad, w2.grad)

@@ -228,7 +228,8 @@ class GraphLowering:
 
     def add_extern(self, kernel: str, layout: Layout, inputs, constants, fallback: bool) -> str:
         name = self.new_name()
-        self.nodes.append(ExternKernel(name, layout, kernel, tuple(inputs), tuple(constants), fallback, self._origins()))
+        self.nodes.append(ExternKernel(name, layout, kernel, tuple(inputs), tuple(constants), fallback,
+                                       self._origins()))
         return name
 
     # ---- nodes ---------------------------------------------------------------
@@ -400,11 +401,14 @@ class GraphLowering:
                 specs.append(OutputSpec("const", value=tv))
                 continue
             want = meta_strides(val) if isinstance(val, torch.Tensor) else None
-            if k in self.saved_positions and isinstance(tv, BufferView) and tv.is_whole_buffer() and tv.buffer not in input_pos \
+            if k in self.saved_positions and isinstance(tv, BufferView) and tv.is_whole_buffer() \
+                    and tv.buffer not in input_pos \
                     and want is not None and not same_view(tv.sizes, tv.strides, tv.sizes, want):
                 want = None  # a channels-last activation saved as it is (its real strides are reported)
             if isinstance(tv, BufferView):
-                view = (tv.sizes, want if want is not None and same_view(tv.sizes, tv.strides, tv.sizes, want) else tv.strides, tv.offset)
+                view = (tv.sizes,
+                        want if want is not None and same_view(tv.sizes, tv.strides, tv.sizes, want) else tv.strides,
+                        tv.offset)
                 pos = input_pos.get(tv.buffer)
                 if pos is not None and pos < n_placeholders:
                     whole = tv.is_whole_buffer()

@@ -63,7 +63,8 @@ def parse(spec: str) -> dict[str, int]:
         elif area.lower() in AREAS:
             names = AREAS[area.lower()]
         else:
-            raise ValueError(f"STAX_LOG: unknown area {area!r}; known areas: {', '.join(AREAS)} (or a logger name stax.*)")
+            raise ValueError(f"STAX_LOG: unknown area {area!r}; known areas: {', '.join(AREAS)} "
+                             "(or a logger name stax.*)")
         for name in names:
             out[name] = min(level, out.get(name, level))
     return out

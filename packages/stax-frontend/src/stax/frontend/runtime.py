@@ -151,7 +151,8 @@ class InterpretedModule:
             if name not in tensors:
                 lay = g.buffer_layout(name)
                 base = _flat_torch(arrays[name], lay.dtype)
-                tensors[name] = torch.as_strided(base, [int(s) for s in lay.sizes], [int(s) for s in lay.strides], int(lay.offset))
+                tensors[name] = torch.as_strided(base, [int(s) for s in lay.sizes], [int(s) for s in lay.strides],
+                                                 int(lay.offset))
             return tensors[name]
 
         def as_array(name):
@@ -206,7 +207,8 @@ def _build_gpu(lowered: LoweredGraph, schedule, cfg: Config, device, extern):
 def _build_cpu(lowered: LoweredGraph, schedule, cfg: Config, device, extern):
     if resolve_runtime(cfg.runtime) == "interpret":
         return InterpretedModule(lowered.graph, extern)
-    return stax.cpu.compile_schedule(schedule, allocator=TorchAllocator(), extern_kernels=extern, config=cpu_config(cfg))
+    return stax.cpu.compile_schedule(schedule, allocator=TorchAllocator(), extern_kernels=extern,
+                                     config=cpu_config(cfg))
 
 
 def cpu_config(cfg: Config) -> stax.cpu.CpuConfig:
@@ -298,7 +300,8 @@ class CompiledGraph:
                 t = inputs[k] = t.to(self.device)  # a 0-dim CPU tensor in a cuda graph (eager allows it)
             if t.dtype != dtype or t.device != self.device:
                 raise TypeError(
-                    f"stax: input {self.input_names[k]} is {t.dtype} on {t.device}; compiled for {dtype} on {self.device}"
+                    f"stax: input {self.input_names[k]} is {t.dtype} on {t.device}; "
+                    f"compiled for {dtype} on {self.device}"
                 )
             if tuple(t.shape) != sizes:
                 raise ValueError(f"stax: input {self.input_names[k]} has shape {tuple(t.shape)}; compiled for {sizes}")

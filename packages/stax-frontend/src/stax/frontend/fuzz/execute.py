@@ -6,8 +6,9 @@ random cotangent; compare outputs, input gradients and inputs after the call
 Failure kinds: compile-error, runtime-error (raised by Stax while compiling / running),
 {fwd,bwd,mut}-{dtype,shape,exact,nonfinite,value,structure,autograd}, decomp-<kind> (the
 ATen graph Stax compiled, run eagerly, has the same difference), flaky-<kind> (a second run
-does not repeat it); the runner adds hang and crash. A program eager rejects, or that torch's own aot_eager backend fails, is
-'invalid' (the generator's problem, not Stax's). ATen fallbacks are counted, not failed.
+does not repeat it); the runner adds hang and crash. A program eager rejects, or that torch's
+own aot_eager backend fails, is 'invalid' (the generator's problem, not Stax's). ATen
+fallbacks are counted, not failed.
 """
 
 from __future__ import annotations
@@ -224,7 +225,8 @@ def _second_opinion(res, base, ns, spec, seed, device, backward, outs_s, grads_s
     if not agrees(_decomposed_backend()):
         return res
     if agrees("aot_eager"):
-        return dataclasses.replace(base, note=f"{res.kind}: torch's aot_eager differs from eager the same way: {res.detail}")
+        return dataclasses.replace(base, note=f"{res.kind}: torch's aot_eager differs from eager the same way: "
+                                              f"{res.detail}")
     return dataclasses.replace(res, kind="decomp-" + res.kind,
                                detail=f"the decomposed ATen graph run eagerly agrees with Stax, aot_eager with eager: "
                                       f"{res.detail}")
@@ -315,7 +317,8 @@ def _compare(base, ns, spec, seed, device, backward, outs_e, grads_e, ins_e, out
     if backward:
         names = [m["name"] for m in spec["inputs"] if m["grad"]]
         g = {"k": spec["grad"]["k"], "tol": spec["grad"]["tol"], "exact": False}
-        checks += [("bwd", f"grad of {names[j]}", s, e, g, "grads", j) for j, (s, e) in enumerate(zip(grads_s, grads_e))]
+        checks += [("bwd", f"grad of {names[j]}", s, e, g, "grads", j)
+                   for j, (s, e) in enumerate(zip(grads_s, grads_e))]
     for phase, what, s, e, m, part, j in checks:
         if phase == "fwd" and isinstance(s, torch.Tensor) and s.requires_grad != e.requires_grad:
             return dataclasses.replace(base, status="fail", kind="fwd-autograd",

@@ -43,7 +43,8 @@ def signature_key(kind: str, labels) -> str:
 def reproducer_text(program: Program, outcome: Outcome) -> str:
     c = resolve(program)
     detail = "\n".join(textwrap.wrap(outcome.detail.replace('"' * 3, "'" * 3), 100)) or "(no detail)"
-    head = (f'"""Stax differential-fuzzer reproducer: {outcome.kind}{" (" + outcome.exc + ")" if outcome.exc else ""}.\n\n'
+    head = (f'"""Stax differential-fuzzer reproducer: {outcome.kind}'
+            f'{" (" + outcome.exc + ")" if outcome.exc else ""}.\n\n'
             f"{detail}\n\nFound by `python -m stax.frontend.fuzz` ({program.origin}); shrunk to {len(c.labels)} op(s): "
             f"{', '.join(c.labels) or '(none)'}.\nForward{' and backward' if c.backward else ' only'}; "
             f"ATen fallbacks: {outcome.fallback_ops or 'none'}.\n"

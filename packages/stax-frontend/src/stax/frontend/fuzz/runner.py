@@ -232,7 +232,8 @@ class Fuzzer:
             kinds = ", ".join(f"{k} {v}" for k, v in sorted(self.kinds.items()) if v) or "none"
             mark = f" <- graph {i}: {out.kind}" if out.status == "fail" else ""
             self.print(f"[{n}/{len(self.jobs)} {time.monotonic() - self.t0:.0f}s] passed {self.stats.passed}, "
-                       f"invalid {self.stats.invalid}, failures: {kinds}; reproducers {len(self.stats.reproducers)}{mark}")
+                       f"invalid {self.stats.invalid}, failures: {kinds}; "
+                       f"reproducers {len(self.stats.reproducers)}{mark}")
 
     def _duplicate_of(self, out: Outcome) -> str | None:
         """A reproducer this failure probably repeats: same kind and its ops a superset of the

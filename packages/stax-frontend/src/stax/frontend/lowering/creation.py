@@ -123,7 +123,8 @@ def iota(ctx, node, length, *, start, step, dtype, device, requires_grad):
     b = ctx.builder
 
     def fn(idx):
-        return b.cast(b.op("add", b.const(start, dt.int64), b.op("mul", b.index_value(idx[0]), b.const(step, dt.int64))), want)
+        return b.cast(b.op("add", b.const(start, dt.int64),
+                           b.op("mul", b.index_value(idx[0]), b.const(step, dt.int64))), want)
 
     return lazy((length,), want, ctx.device, fn)
 

@@ -75,7 +75,8 @@ def gather(ctx, node, x, dim, index, sparse_grad=False):
         t = ctx.new_indirect_symbol()
         src = list(idx)
         src[dim] = t
-        return indirect_load(ctx, x, tuple(src), {t: (_index_value(ctx, index, idx, x.sizes[dim], False), x.sizes[dim])})
+        return indirect_load(ctx, x, tuple(src),
+                             {t: (_index_value(ctx, index, idx, x.sizes[dim], False), x.sizes[dim])})
 
     return lazy(index.sizes, x.dtype, x.device, fn)
 

@@ -141,8 +141,10 @@ def max_pool2d_with_indices(ctx, node, x, kernel_size, stride=(), padding=0, dil
             n = last_nan.load(idx)
             r = b.op("where", b.op("ge", n, b.const(0, dt.int64)), n, b.cast(r, dt.int64))
         kw = b.const(k[1], dt.int64)
-        ih = b.op("add", b.index_value(idx[-2] * s[0] - p[0]), b.op("mul", b.op("floordiv", r, kw), b.const(d[0], dt.int64)))
-        iw = b.op("add", b.index_value(idx[-1] * s[1] - p[1]), b.op("mul", b.op("remainder", r, kw), b.const(d[1], dt.int64)))
+        ih = b.op("add", b.index_value(idx[-2] * s[0] - p[0]),
+                  b.op("mul", b.op("floordiv", r, kw), b.const(d[0], dt.int64)))
+        iw = b.op("add", b.index_value(idx[-1] * s[1] - p[1]),
+                  b.op("mul", b.op("remainder", r, kw), b.const(d[1], dt.int64)))
         return b.op("add", b.op("mul", ih, b.const(W, dt.int64)), iw)
 
     return values, lazy(out_sizes, dt.int64, x.device, index_fn)

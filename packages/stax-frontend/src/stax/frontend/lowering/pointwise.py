@@ -230,7 +230,8 @@ def clamp_max(ctx, node, x, max):
     return clamp(ctx, node, x, max=max)
 
 
-def to_copy(ctx, node, x, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False, memory_format=None):
+def to_copy(ctx, node, x, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False,
+            memory_format=None):
     ctx.check_device(device)
     want = out_dtype(node)
     b = ctx.builder
@@ -300,7 +301,8 @@ def addcmul(ctx, node, x, t1, t2, value=1):
 
 
 def addcdiv(ctx, node, x, t1, t2, value=1):
-    return pointwise(ctx, node, [x, t1, t2], lambda b, a, u, v: b.op("add", a, _scaled(b, b.op("truediv", u, v), value)))
+    return pointwise(ctx, node, [x, t1, t2],
+                     lambda b, a, u, v: b.op("add", a, _scaled(b, b.op("truediv", u, v), value)))
 
 
 def signbit(ctx, node, x):

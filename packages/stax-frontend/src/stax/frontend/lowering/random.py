@@ -28,7 +28,8 @@ _STREAM_SHIFT = 40  # counter = stream << 40 | element index: streams never over
 def native_dropout(ctx, node, x, p, train):
     if not train or p == 0:
         b = ctx.builder
-        return lazy(x.sizes, x.dtype, x.device, x.load), lazy(x.sizes, dt.bool_, x.device, lambda idx: b.const(True, dt.bool_))
+        return (lazy(x.sizes, x.dtype, x.device, x.load),
+                lazy(x.sizes, dt.bool_, x.device, lambda idx: b.const(True, dt.bool_)))
     b = ctx.builder
     strides = []
     acc = 1

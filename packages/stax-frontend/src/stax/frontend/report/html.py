@@ -20,10 +20,13 @@ CSS = """
 body { font-family: system-ui, sans-serif; margin: 0 2em 4em 2em; color: #222; }
 h1 { font-size: 1.4em; } h2 { font-size: 1.15em; border-bottom: 1px solid #ccc; margin-top: 2em; }
 pre { background: #f6f8fa; padding: 0.6em; overflow-x: auto; font-size: 12px; line-height: 1.35; }
-table { border-collapse: collapse; font-size: 13px; } td, th { border: 1px solid #ddd; padding: 3px 6px; text-align: left; vertical-align: top; }
+table { border-collapse: collapse; font-size: 13px; }
+td, th { border: 1px solid #ddd; padding: 3px 6px; text-align: left; vertical-align: top; }
 th { background: #f0f0f0; } tr.rejected td { background: #fff4f4; } tr.fused td { background: #f3fff3; }
-.swatch { display: inline-block; width: 0.9em; height: 0.9em; border-radius: 2px; vertical-align: middle; margin-right: 4px; }
-nav a, #kernel-nav a { margin-right: 1em; display: inline-block; } .muted { color: #777; } .error { background: #fee; padding: 0.6em; border: 1px solid #e99; }
+.swatch { display: inline-block; width: 0.9em; height: 0.9em; border-radius: 2px; vertical-align: middle;
+          margin-right: 4px; }
+nav a, #kernel-nav a { margin-right: 1em; display: inline-block; } .muted { color: #777; }
+.error { background: #fee; padding: 0.6em; border: 1px solid #e99; }
 section.kernel { border-left: 5px solid #ccc; padding-left: 0.8em; margin: 1em 0; }
 div.scroll { overflow: auto; max-height: 85vh; border: 1px solid #eee; }
 svg .node.hl rect { stroke-width: 4px; stroke: #000; }
@@ -70,7 +73,8 @@ def _summary(data: dict) -> str:
         f"{sum(1 for k in kernels if k['kind'] != 'extern')} generated kernel(s), "
         f"{sum(1 for k in kernels if k['kind'] == 'extern')} extern call(s)",
         f"{sum(1 for r in log if r['fused'])} fusion(s), {sum(1 for r in log if not r['fused'])} rejected pair(s)",
-        f"{len(data.get('nodes', []))} IR buffer(s) from {sum(1 for n in data.get('aten', {}).get('nodes', []) if n['op'] == 'call_function')} ATen op(s)",
+        f"{len(data.get('nodes', []))} IR buffer(s) from "
+        f"{sum(1 for n in data.get('aten', {}).get('nodes', []) if n['op'] == 'call_function')} ATen op(s)",
     ]
     if low.get("fallback_ops"):
         parts.append("fallbacks: " + ", ".join(f"{k}×{v}" for k, v in low["fallback_ops"].items()))
@@ -124,7 +128,8 @@ def _fusion_log(data: dict) -> str:
             escape(r["reason"]), escape(str(tuple(r["score"])) if r["score"] is not None else "-"),
         ])
         classes.append("fused" if r["fused"] else "rejected")
-    return _table(["round", "a", "b", "fusion", "verdict", "reason (rule)", "score (tau, sigma, omega, -delta)"], rows, classes)
+    return _table(["round", "a", "b", "fusion", "verdict", "reason (rule)", "score (tau, sigma, omega, -delta)"],
+                  rows, classes)
 
 
 def _memory(data: dict) -> str:
@@ -149,7 +154,8 @@ def render(data: dict) -> str:
     low_text = "\n".join(f"{k}: {json.dumps(v)}" for k, v in low.items())
     body = [
         f"<h1>{escape(title)}</h1>", err, _summary(data),
-        '<nav><a href="#kernels">kernels</a><a href="#fusion-log">fusion log</a><a href="#fusion-graph">fusion graph</a>'
+        '<nav><a href="#kernels">kernels</a><a href="#fusion-log">fusion log</a>'
+        '<a href="#fusion-graph">fusion graph</a>'
         '<a href="#memory">memory</a><a href="#aten">ATen graph</a><a href="#ir-before">IR before fusion</a>'
         '<a href="#ir-after">IR after fusion</a><a href="#source">source</a></nav>',
         '<p id="kernel-nav" class="muted">kernels: </p>',
@@ -172,7 +178,8 @@ def render(data: dict) -> str:
     return (
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
         f"<style>{CSS}</style></head><body>\n" + "\n".join(body)
-        + f'\n<script type="application/json" id="{DATA_ID}">{payload}</script>\n<script>{JS}</script>\n</body></html>\n'
+        + f'\n<script type="application/json" id="{DATA_ID}">{payload}</script>\n'
+        f"<script>{JS}</script>\n</body></html>\n"
     )
 
 

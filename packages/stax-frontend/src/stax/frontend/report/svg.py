@@ -128,7 +128,8 @@ def fusion_graph_svg(data: dict) -> str:
     legend_h = 22 * (1 + (len(kernel_index) - 1) // per_row) if kernel_index else 0
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="fusion-graph" width="{width:.0f}" '
            f'height="{height + legend_h:.0f}" viewBox="0 0 {width:.0f} {height + legend_h:.0f}">',
-           '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerUnits="userSpaceOnUse" markerWidth="9" markerHeight="9" '
+           '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerUnits="userSpaceOnUse" '
+           'markerWidth="9" markerHeight="9" '
            'orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#666"/></marker></defs>']
     for i, (kname, k) in enumerate(kernel_index.items()):  # the legend: each kernel's swatch, as its nodes are filled
         lx, ly = 10 + col_w * (i % per_row), 6 + 22 * (i // per_row)

@@ -67,7 +67,8 @@ def _assign(r, ms):
         a = r.randint(0, max(0, n - 1))
         part = f"{lead}{a}:{r.randint(a, n)}" + (":2" if r.random() < 0.3 else "")
         op = r.choice(["=", "=", "+=", "*="]) if not m.is_bool else "="
-        return Emit("{0}", pre=(f"{{0}}[{part}] {op} {_value_literal(r, m)}",), inplace=True, exact="int" if op != "=" else True)
+        return Emit("{0}", pre=(f"{{0}}[{part}] {op} {_value_literal(r, m)}",), inplace=True,
+                    exact="int" if op != "=" else True)
     if u < 0.55 and n > 0:
         i = r.randrange(-n, n)
         shape = tuple(s for k, s in enumerate(m.shape) if k != d)
@@ -96,7 +97,8 @@ def _index_put_(r, ms):
         i = add_aux(aux, Aux("unique", (k,), "i64", high=n))
         v = add_aux(aux, Aux("data", broadcast_shape(r, (k,) + tuple(m.shape[1:])), m.dtype))
         op = "=" if m.is_bool or r.random() < 0.6 else "+="  # x[i] += v with distinct i: no read-after-write race
-        return Emit("{0}", pre=(f"{{0}}[{i}] {op} {v}",), aux=tuple(aux), inplace=True, exact=True if op == "=" else "int")
+        return Emit("{0}", pre=(f"{{0}}[{i}] {op} {v}",), aux=tuple(aux), inplace=True,
+                    exact=True if op == "=" else "int")
     if u < 0.7:
         k = r.randint(1, 6)
         i = add_aux(aux, Aux("index", (k,), "i64", low=-n, high=n))

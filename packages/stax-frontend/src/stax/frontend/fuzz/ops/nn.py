@@ -212,7 +212,8 @@ def _factory(r, ms):
     if u < 0.8 and m.ndim:
         n = m.shape[-1]
         if m.is_float:
-            return Emit(f"{{0}} * torch.linspace(-1.0, 1.0, {n}, dtype={CODE[m.dtype]}, device={{0}}.device)", exact=False)
+            return Emit(f"{{0}} * torch.linspace(-1.0, 1.0, {n}, dtype={CODE[m.dtype]}, device={{0}}.device)",
+                        exact=False)
         return Emit(f"{{0}} * {{0}}.new_ones(({n},))")
     if u < 0.9 and m.ndim >= 2 and m.is_float:
         return Emit(f"{{0}} + torch.eye({m.shape[-2]}, {m.shape[-1]}, dtype={CODE[m.dtype]}, device={{0}}.device)",

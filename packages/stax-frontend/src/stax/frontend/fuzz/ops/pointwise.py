@@ -61,12 +61,14 @@ def _pow_scalar(r, ms):
     m = ms[0]
     choices = [2, 3, 1, 0] if not m.is_float else [2, 3, 0.5, -1, 1, 1.7, -2, 0.0]
     e = r.choice(choices)
-    return Emit(f"torch.pow({{0}}, {e!r})", cost=1.0 if e in (0, 1, 2, 3) else 2.0, special=m.is_float and e not in (1, 2, 3, 0))
+    return Emit(f"torch.pow({{0}}, {e!r})", cost=1.0 if e in (0, 1, 2, 3) else 2.0,
+                special=m.is_float and e not in (1, 2, 3, 0))
 
 
 def _clamp(r, ms):
     m = ms[0]
-    lo, hi = (sorted([r.uniform(-2, 2), r.uniform(-2, 2)]) if m.is_float else sorted([r.randint(-4, 4), r.randint(-4, 4)]))
+    lo, hi = (sorted([r.uniform(-2, 2), r.uniform(-2, 2)]) if m.is_float
+              else sorted([r.randint(-4, 4), r.randint(-4, 4)]))
     lo, hi = (round(lo, 3), round(hi, 3)) if m.is_float else (lo, hi)
     u = r.random()
     if u < 0.15:
@@ -98,7 +100,8 @@ def _cast(r, ms):
 def _nan_to_num(r, ms):
     if r.random() < 0.5:
         return Emit("torch.nan_to_num({0})")
-    return Emit(f"torch.nan_to_num({{0}}, nan={float_literal(r)}, posinf={float_literal(r)}, neginf={float_literal(r)})")
+    return Emit(f"torch.nan_to_num({{0}}, nan={float_literal(r)}, posinf={float_literal(r)}, "
+                f"neginf={float_literal(r)})")
 
 
 ACTIVATIONS = {
@@ -123,7 +126,8 @@ def _activation(forms):
 
 def _dropout(r, ms):
     return Emit(r.choice(["F.dropout({0}, p=0.3, training=False)", "F.dropout({0}, p=0.0, training=True)",
-                          "F.alpha_dropout({0}, 0.5, training=False)", "torch.nn.functional.dropout1d({0}.unsqueeze(0), 0.5, False)[0]"]))
+                          "F.alpha_dropout({0}, 0.5, training=False)",
+                          "torch.nn.functional.dropout1d({0}.unsqueeze(0), 0.5, False)[0]"]))
 
 
 # ---- binary ----------------------------------------------------------------------------
@@ -212,7 +216,8 @@ def _masked_fill(r, ms):
         mask = "({0} < 0)"
     else:
         mask = add_aux(aux, Aux("mask", broadcast_shape(r, m.shape), "b"))
-    value = scalar_for(r, m.dtype, allow_float=False) if not m.is_float else r.choice([float_literal(r), "float('-inf')", "0.0"])
+    value = (scalar_for(r, m.dtype, allow_float=False) if not m.is_float
+             else r.choice([float_literal(r), "float('-inf')", "0.0"]))
     return Emit(f"{{0}}.masked_fill({mask}, {value})", aux=tuple(aux), special="inf" in value)
 
 
@@ -243,7 +248,8 @@ def _addc(r, ms):
 def _shift(r, ms):
     m = ms[0]
     aux: list = []
-    amount = str(r.randint(0, 5)) if r.random() < 0.5 else add_aux(aux, Aux("index", broadcast_shape(r, m.shape), m.dtype, low=0, high=6))
+    amount = (str(r.randint(0, 5)) if r.random() < 0.5
+              else add_aux(aux, Aux("index", broadcast_shape(r, m.shape), m.dtype, low=0, high=6)))
     if r.random() < 0.5:
         return Emit(f"torch.bitwise_right_shift({{0}}, {amount})", aux=tuple(aux))
     return Emit(f"torch.bitwise_left_shift({{0}}.abs(), {amount})", aux=tuple(aux))  # nonnegative: no UB
@@ -293,9 +299,11 @@ ROWS = [
     Row("frac", "unary", _simple("torch.frac({0})"), accepts=is_float, exact=True, needs_exact=True, weight=0.3),
     Row("bitwise_not", "unary", _simple("torch.bitwise_not({0})"), accepts=is_intlike, exact=True),
     Row("logical_not", "unary", _simple("torch.logical_not({0})", grad=False), exact=True, needs_exact=True),
-    Row("isnan", "unary", lambda r, ms: Emit(f"torch.{r.choice(['isnan', 'isinf', 'isfinite', 'isposinf', 'isneginf'])}({{0}})",
-                                             grad=False), exact=True, needs_exact=True),
-    Row("signbit", "unary", _simple("torch.signbit({0})", grad=False), accepts=is_float, exact=True, needs_exact=True, weight=0.3),
+    Row("isnan", "unary",
+        lambda r, ms: Emit(f"torch.{r.choice(['isnan', 'isinf', 'isfinite', 'isposinf', 'isneginf'])}({{0}})",
+                           grad=False), exact=True, needs_exact=True),
+    Row("signbit", "unary", _simple("torch.signbit({0})", grad=False), accepts=is_float, exact=True, needs_exact=True,
+        weight=0.3),
     Row("nan_to_num", "unary", _nan_to_num, accepts=is_float, exact=True, weight=0.5),
     Row("square", "unary", _simple("torch.square({0})"), accepts=not_bool, exact="int"),
     Row("pow_scalar", "unary", _pow_scalar, accepts=not_bool, exact="int"),
@@ -306,10 +314,12 @@ ROWS = [
     Row("dropout_eval", "activation", _dropout, accepts=both(is_float, lambda m: m.ndim >= 1), exact=True, weight=0.4),
     # binary: the partner is another program value (same-or-broadcast shape) or chosen by the row
     Row("add", "binary", _add, arity=2, optional=1, partner=_any_partner, exact="int", weight=2.0),
-    Row("mul", "binary", _binary("torch.mul({}, {})"), arity=2, optional=1, partner=_any_partner, exact="int", weight=1.5),
+    Row("mul", "binary", _binary("torch.mul({}, {})"), arity=2, optional=1, partner=_any_partner, exact="int",
+        weight=1.5),
     Row("div", "binary", _div, arity=2, optional=1, partner=_any_partner, exact="int"),
-    Row("maximum", "binary", lambda r, ms: _binary(f"torch.{r.choice(['maximum', 'minimum', 'fmax', 'fmin'])}({{}}, {{}})",
-                                                  scalar=False)(r, ms),
+    Row("maximum", "binary",
+        lambda r, ms: _binary(f"torch.{r.choice(['maximum', 'minimum', 'fmax', 'fmin'])}({{}}, {{}})",
+                              scalar=False)(r, ms),
         arity=2, optional=1, accepts=not_bool, partner=_nb_partner, exact=True),
     Row("atan2", "binary", _binary("torch.atan2({}, {})", dtypes=["f32", "f64", "f16", "bf16"], cost=2.0),
         arity=2, optional=1, accepts=is_float, partner=_float_partner),
@@ -336,7 +346,8 @@ ROWS = [
                                                   dtypes=[ms[0].dtype])(r, ms),
         arity=2, optional=1, accepts=is_intlike, partner=_int_partner, exact=True),
     Row("shift", "binary", _shift, accepts=lambda m: m.is_int, exact=True, weight=0.5),
-    Row("logical", "binary", lambda r, ms: _binary(f"torch.logical_{r.choice(['and', 'or', 'xor'])}({{}}, {{}})")(r, ms),
+    Row("logical", "binary",
+        lambda r, ms: _binary(f"torch.logical_{r.choice(['and', 'or', 'xor'])}({{}}, {{}})")(r, ms),
         arity=2, optional=1, partner=_exact_partner, exact=True, needs_exact=True, weight=0.6),
     Row("compare", "binary", _comparison, arity=2, optional=1, partner=_exact_partner, exact=True, needs_exact=True,
         weight=1.5),
