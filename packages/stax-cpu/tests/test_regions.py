@@ -190,6 +190,7 @@ def test_storage_reused_inside_a_region(cfg):
                               sched=sched)
     assert_close(ours[0], ref[0], F32, rtol=1e-6)
     assert "buf0 is released after region0" in mod.source
+    assert mod.source.count("buf0 = empty_strided") == 1  # not allocated anew after the reuse took it
     code = region_code(mod)
     assert "float* out_ptr0" in code and "float* out_ptr2" in code  # buf0 / buf2: one storage, no restrict
     assert "float* __restrict__ out_ptr1" in code

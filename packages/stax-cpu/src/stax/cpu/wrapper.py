@@ -165,8 +165,10 @@ def wrapper_source(schedule: Schedule, kernel_params: dict, externs: dict, local
                 live.add(node0.name)
                 hold(node0.name, 1)
         else:
-            for name in (b for s in steps for b in kernels[s].nodes):  # defensive: a plan without an alloc
-                if name not in live and name not in local:
+            # defensive: a plan without an alloc. A donor whose storage a region's later buffer took
+            # (released after the call) is not one: allocating it anew undid the reuse
+            for name in (b for s in steps for b in kernels[s].nodes):
+                if name not in live and name not in local and name not in after:
                     alloc(name)
             ptrs = ", ".join(f"data_ptr({b})" for b in kernel_params[fn])
             if count > 1:
