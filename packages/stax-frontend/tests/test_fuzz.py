@@ -194,3 +194,20 @@ def test_worker_guards_hangs_and_crashes():
         assert w.proc.pid != first and w.call(("sleep", 0), timeout=60).status == "pass"
     finally:
         w.close()
+
+
+def test_inputs_are_the_same_on_every_call():
+    """Eager and stax each build their own inputs: the special values (NaN, inf, -0.0) must land on
+    the same positions every time (repeated positions made their assignment a race between threads)."""
+    from stax.frontend.fuzz import inputs
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(max(2, threads))
+    try:
+        a, b = (inputs.build((256, 256), torch.float32, "contig", 5, "cpu", special=True) for _ in range(2))
+    finally:
+        torch.set_num_threads(threads)
+    special = a.isnan() | a.isinf() | ((a == 0) & torch.signbit(a))
+    assert int(special.sum()) == a.numel() // 16  # distinct positions, none drawn twice
+    assert torch.equal(a.nan_to_num(1.5), b.nan_to_num(1.5)) and torch.equal(a.isnan(), b.isnan())
+    assert torch.equal(torch.signbit(a[~a.isnan()]), torch.signbit(b[~b.isnan()]))

@@ -160,3 +160,20 @@ def test_index_fill_gradient():
     x = torch.randn(4, 5)
     fn = lambda x: x.index_fill(1, torch.tensor([1, 3]), 0.5) * x  # noqa: E731
     assert_same(_grad_step(torch.compile(fn, backend="stax"), x), _grad_step(fn, x))
+
+
+POW_EDGES = [float("-inf"), float("inf"), -0.0, 0.0, -2.0, 3.0, float("nan"), 1e-30, 1e30]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("exponent", [0.5, -0.5, -1.0, -2.0, 2.0, 3.0])
+def test_pow_scalar_edges_as_eager(exponent, dtype):
+    """pow(x, -0.5) went through pow(): pow(-inf, -0.5) is 0 where eager's rsqrt gives NaN (the
+    gradient of pow(x, 0.5) is made of it); eager's CPU float16 kernel has no root special cases
+    (pow(-inf, 0.5) inf, not sqrt's NaN). NaN and inf positions and zeros' signs as eager."""
+    x = torch.tensor(POW_EDGES).to(dtype)
+    got = torch.compile(lambda t: torch.pow(t, exponent), backend="stax")(x)
+    exp = torch.pow(x, exponent)
+    assert_same(got, exp)
+    num = ~exp.isnan()  # a NaN's sign is not specified
+    assert torch.equal(torch.signbit(got)[num], torch.signbit(exp)[num]), (got, exp)

@@ -28,7 +28,9 @@ def _values(shape, dtype, kind, g, scale, special, low, high, dim):
     x = torch.randn(shape, generator=g, dtype=torch.float64) * scale
     if special and x.numel():
         flat = x.view(-1)
-        pos = torch.randint(0, flat.numel(), (max(1, flat.numel() // 16),), generator=g)
+        # distinct positions: a repeated one makes the assignment below a race on a multi-threaded
+        # CPU (index_put_ without accumulate), so two calls would build different inputs
+        pos = torch.randperm(flat.numel(), generator=g)[: max(1, flat.numel() // 16)]
         vals = torch.tensor([float("nan"), float("inf"), float("-inf"), -0.0], dtype=torch.float64)
         flat[pos] = vals[torch.randint(0, 4, pos.shape, generator=g)]
     return x.to(dtype)

@@ -172,10 +172,18 @@ def pow_(ctx, node, x, y):
             return pointwise(ctx, node, [x, y], lambda b, u, v: b.op("mul", b.op("mul", u, u), u))
         if y == 1:
             return pointwise(ctx, node, [x, y], lambda b, u, v: u)
-        if y == 0.5 and comp.is_floating:
+        # eager's CPU kernel takes float16 through std::pow, without the root special cases
+        roots = comp.is_floating and not (x.dtype == dt.float16 and ctx.tensor_device.type == "cpu")
+        if y == 0.5 and roots:
             return pointwise(ctx, node, [x, y], lambda b, u, v: b.op("sqrt", u))
         if y == -1 and comp.is_floating:
             return pointwise(ctx, node, [x, y], lambda b, u, v: b.op("reciprocal", u))
+        # eager's kernels (CPU and cuda) take these exponents as rsqrt and 1 / (x * x) too, not pow():
+        # pow(-inf, -0.5) is 0, rsqrt(-inf) NaN, and a gradient of pow(x, 0.5) is made of pow(x, -0.5)
+        if y == -0.5 and roots:
+            return pointwise(ctx, node, [x, y], lambda b, u, v: b.op("rsqrt", u))
+        if y == -2 and comp.is_floating:
+            return pointwise(ctx, node, [x, y], lambda b, u, v: b.op("reciprocal", b.op("mul", u, u)))
     return pointwise(ctx, node, [x, y], lambda b, u, v: b.op("pow", u, v))
 
 
