@@ -1,0 +1,131 @@
+"""Stax differential-fuzzer reproducer: decomp-bwd-nonfinite.
+
+the decomposed ATen graph run eagerly agrees with Stax, aot_eager with eager: grad of x0: 55/392
+NaN/inf positions differ; at (0, 0, 1): stax 0.24609375 eager nan
+
+Found by `python -m stax.frontend.fuzz` (seed 2026 graph 502); shrunk to 6 op(s): acosh@bf16, lerp@bf16, unary_:abs_@bf16, binary_:sub_@bf16, hardswish@bf16, binary_:copy_@bf16.
+Forward and backward; ATen fallbacks: {'empty_permuted.default': 1}.
+Run: python <this file>  (raises while the bug is present)
+Program: {"seed": 1952762193, "inputs": [{"id": 0, "shape": [8, 7, 7], "dtype": "bf16", "layout": "contig", "requires_grad": true, "special": false, "scale": 1.0}], "nodes": [{"id": 8, "row": "acosh", "args": [0], "salt": 1386650400}, {"id": 10, "row": "lerp", "args": [0], "salt": 604143956}, {"id": 11, "row": "unary_", "args": [10], "salt": 1178602865}, {"id": 12, "row": "binary_", "args": [10, 10], "salt": 368251930}, {"id": 15, "row": "hardswish", "args": [8], "salt": 609712012}, {"id": 19, "row": "binary_", "args": [10, 15], "salt": 1464270911}], "outputs": [11], "backward": true, "device": "cpu", "origin": "seed 2026 graph 502"}
+"""
+import torch
+import torch.nn.functional as F
+from types import SimpleNamespace
+
+D = SimpleNamespace(f32=torch.float32, f64=torch.float64, f16=torch.float16, bf16=torch.bfloat16,
+                    i32=torch.int32, i64=torch.int64, b=torch.bool)
+
+def _values(shape, dtype, kind, g, scale, special, low, high, dim):
+    if kind == "index":
+        return torch.randint(low, high, shape, generator=g).to(dtype)
+    if kind == "unique":  # distinct along `dim`, in [0, high)
+        full = list(shape)
+        full[dim] = high
+        return torch.rand(full, generator=g).argsort(dim=dim).narrow(dim, 0, shape[dim]).to(dtype)
+    if kind == "mask" or dtype == torch.bool:
+        return torch.rand(shape, generator=g) < 0.5
+    if kind == "positive":
+        return (torch.rand(shape, generator=g, dtype=torch.float64) + 0.5).to(dtype)
+    if kind == "unit":
+        return (torch.rand(shape, generator=g, dtype=torch.float64) * 0.98 + 0.01).to(dtype)
+    if not dtype.is_floating_point:
+        return torch.randint(-8, 9, shape, generator=g).to(dtype)
+    x = torch.randn(shape, generator=g, dtype=torch.float64) * scale
+    if special and x.numel():
+        flat = x.view(-1)
+        pos = torch.randint(0, flat.numel(), (max(1, flat.numel() // 16),), generator=g)
+        vals = torch.tensor([float("nan"), float("inf"), float("-inf"), -0.0], dtype=torch.float64)
+        flat[pos] = vals[torch.randint(0, 4, pos.shape, generator=g)]
+    return x.to(dtype)
+
+
+def _layout(make, shape, layout, g):
+    n = len(shape)
+    if layout == "t" and n >= 2:
+        s = list(shape)
+        s[-1], s[-2] = s[-2], s[-1]
+        return make(s).transpose(-1, -2)
+    if layout == "perm" and n >= 2:
+        p = torch.randperm(n, generator=g).tolist()
+        base = [0] * n
+        for k in range(n):
+            base[p[k]] = shape[k]
+        return make(base).permute(p)
+    if layout == "step" and n >= 1:
+        d = int(torch.randint(0, n, (1,), generator=g))
+        step = int(torch.randint(2, 4, (1,), generator=g))
+        s = list(shape)
+        s[d] = s[d] * step
+        index = [slice(None)] * n
+        index[d] = slice(None, None, step)
+        return make(s)[tuple(index)]
+    if layout == "expand" and any(s > 1 for s in shape):
+        big = [k for k, s in enumerate(shape) if s > 1]
+        keep = torch.rand(len(big), generator=g) < 0.5
+        s = list(shape)
+        for k, kept in zip(big, keep.tolist()):
+            if not kept or k == big[0]:
+                s[k] = 1
+        return make(s).expand(shape)
+    if layout == "offset":
+        numel = 1
+        for s in shape:
+            numel *= s
+        return make([numel + 3])[3:].view(shape)
+    return make(list(shape))
+
+
+def _input(shape, dtype, layout, seed, device, kind="data", scale=1.0, special=False, low=0, high=0, dim=0,
+           requires_grad=False, upcast=None):
+    """One graph input: seeded values, then the requested memory layout. `upcast` (a float
+    dtype) converts float values after rounding them to `dtype`: the reference's inputs."""
+    g = torch.Generator().manual_seed(seed)
+    to = upcast if upcast is not None and dtype.is_floating_point else dtype
+    if device == "meta":
+        make = lambda s: torch.empty(s, dtype=to, device="meta")  # noqa: E731
+    else:
+        make = lambda s: _values(tuple(s), dtype, kind, g, scale, special, low, high, dim).to(device, to)  # noqa: E731
+    x = _layout(make, tuple(shape), layout, g)
+    if requires_grad:
+        x = x.detach().requires_grad_(True)
+    return x
+
+
+def make_inputs(device='cpu', upcast=None):
+    return [
+        _input((8, 7, 7), torch.bfloat16, 'contig', 387333571, device, requires_grad=True, upcast=upcast),  # x0
+        _input((8, 7, 1), torch.bfloat16, 'contig', 1628835456, device, upcast=upcast),  # a10_0
+        _input((), torch.bfloat16, 'contig', 1056783660, device, upcast=upcast),  # a10_1
+    ]
+
+
+def fn(x0, a10_0, a10_1):
+    v8 = torch.acosh(x0)
+    v10 = torch.lerp(x0, a10_0, a10_1)
+    v10.abs_()
+    v11 = v10
+    v10.sub_(v10)
+    v12 = v10
+    v15 = F.hardswish(v8)
+    v10.copy_(v15)
+    v19 = v10
+    return (v11,)
+
+
+SEED = 1952762193  # seeds the cotangents
+DEVICE = 'cpu'
+CHECK = {'backward': True, 'outputs': [{'name': 'v11', 'k': 5.0, 'tol': 'bf16', 'exact': False, 'dtype': 'bf16'}], 'inputs': [{'name': 'x0', 'k': 1.0, 'tol': None, 'exact': True, 'dtype': 'bf16', 'grad': True}, {'name': 'a10_0', 'k': 5.0, 'tol': 'bf16', 'exact': False, 'dtype': 'bf16', 'grad': False}, {'name': 'a10_1', 'k': 5.0, 'tol': 'bf16', 'exact': False, 'dtype': 'bf16', 'grad': False}], 'grad': {'k': 10.0, 'tol': 'bf16'}}  # per output / input: error factor k, tolerance type, bit-exact or not
+
+
+def main(device=DEVICE):
+    """Eager vs torch.compile(fn, backend="stax", fullgraph=True) under strict config; raises on mismatch."""
+    from stax.frontend.fuzz.execute import check_case  # registers backend "stax"
+
+    outcome = check_case(globals(), CHECK, SEED, device, raise_errors=True)
+    if outcome.status == "fail":
+        raise AssertionError(f"{outcome.kind}: {outcome.detail}")
+    print(f"{outcome.status}: stax agrees with eager (fallback ops: {outcome.fallback_ops})")
+
+
+if __name__ == "__main__":
+    main()
