@@ -1,14 +1,14 @@
-"""Views as index maps against numpy's own views; cat and constant_pad as masked loads."""
+"""Views as index maps against numpy's own views; cat and constant_pad as `where` selects."""
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from irtestlib import grid_values, run_pointwise
-from stax.ir import Layout, Load, Op, const, index_value, load, op, pointwise_vars, walk
+from stax.ir import Layout, Load, Op, load, op, pointwise_vars, walk
 from stax.ir import dtypes as dt
 from stax.ir.index import FloorDiv, ModularIndexing
-from stax.ir.views import View, cat, constant_pad, view_vars, with_mask
+from stax.ir.views import View, cat, constant_pad, view_vars
 
 i0, i1, i2 = pointwise_vars(3)
 
@@ -141,6 +141,13 @@ def test_view_load_and_layout():
 # ---- cat and constant_pad
 
 
+def assert_reads_in_bounds(value, out_sizes, numels: dict):
+    """Every load (both branches of every `where` run) stays inside its buffer at every output point."""
+    for ld in (n for n in walk(value) if isinstance(n, Load)):
+        pos = grid_values(ld.index, pointwise_vars(len(out_sizes)), out_sizes)
+        assert ((0 <= pos) & (pos < numels[ld.buffer])).all(), (ld.buffer, ld.index)
+
+
 def test_cat_matches_numpy_and_reads_only_in_bounds():
     a = np.arange(6, dtype=np.float32).reshape(2, 3)
     b = np.arange(100, 108, dtype=np.float32).reshape(2, 4) / 50
@@ -154,7 +161,8 @@ def test_cat_matches_numpy_and_reads_only_in_bounds():
     v = cat(parts, 1, (2, 8))
     out = run_pointwise(v, (2, 8), {"a": (a, dt.float32), "b": (b, dt.float32), "c": (c, dt.float32)})
     np.testing.assert_array_equal(out, np.concatenate([a, np.exp(b), c], axis=1))
-    assert all(ld.mask is not None for ld in walk(v) if isinstance(ld, Load))
+    assert_reads_in_bounds(v, (2, 8), {"a": 6, "b": 8, "c": 2})
+    assert "nothing" not in {ld.buffer for ld in walk(v) if isinstance(ld, Load)}
 
 
 def test_cat_along_outer_dim():
@@ -179,21 +187,13 @@ def test_constant_pad_matches_numpy(pads):
     y = y[max(0, -pads[0][0]): y.shape[0] - max(0, -pads[0][1]), max(0, -pads[1][0]): y.shape[1] - max(0, -pads[1][1])]
     ref = np.pad(y, [(max(lo, 0), max(hi, 0)) for lo, hi in pads], constant_values=-1.5)
     np.testing.assert_array_equal(out, ref)
+    assert_reads_in_bounds(v, out_sizes, {"x": 12})
     # a dimension without padding adds no condition; no padding at all is just the loader
     conds = [n for n in walk(v) if isinstance(n, Op) and n.name in ("lt", "ge")]
-    assert len(conds) == sum((lo > 0) + (hi > 0) for lo, hi in pads)
+    assert len(conds) == 2 * sum(lo != 0 or hi > 0 for lo, hi in pads)
 
 
-def test_with_mask_keeps_sharing_and_ands_existing_masks():
-    m1 = op("lt", index_value(i0), const(3, dt.int64))
-    x = load("x", i0, dt.float32)
-    y = load("y", i0, dt.float32, mask=m1)
-    e = op("exp", x)
-    v = op("add", e, op("mul", e, y))
-    m2 = op("ge", index_value(i0), const(1, dt.int64))
-    w = with_mask(v, m2)
-    lds = [n for n in walk(w) if isinstance(n, Load)]
-    assert len(lds) == 2 and lds[0].mask == m2 and lds[1].mask == op("logical_and", m2, m1)
-    assert len([n for n in walk(w) if isinstance(n, Op) and n.name == "exp"]) == 1  # still shared
-    out = run_pointwise(w, (4,), {"x": (np.zeros(4), dt.float32), "y": (np.ones(4), dt.float32)})
-    np.testing.assert_array_equal(out, [1.0, 2.0, 2.0, 1.0])  # lane 0: x masked to 0 -> exp 1; lane 3: y masked
+def test_constant_pad_of_an_empty_source_is_all_fill():
+    v = constant_pad(lambda ix: load("x", ix[0], dt.float32), (0,), ((2, 1),), 7.0, dt.float32)
+    np.testing.assert_array_equal(run_pointwise(v, (3,), {"x": (np.zeros(1), dt.float32)}), [7.0, 7.0, 7.0])
+    assert not [n for n in walk(v) if isinstance(n, Load)]

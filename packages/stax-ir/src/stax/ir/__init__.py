@@ -26,7 +26,7 @@ from .normalize import NormalizedIndex, normalize_index
 from .ops import OPS, REDUCTIONS, SCANS, WELFORD_OUTPUTS, op_def, reduction_def, scan_def
 from .simplify import LoopMerge, coalesce_loops, memory_order, simplify_index
 from .value_ranges import ValueRange, bound_index, bound_value, bounds_check_needed, index_fits_int32, provably_true
-from .views import View, cat, constant_pad, with_mask
+from .views import View, cat, constant_pad
 
 __version__ = "0.1.0"
 
@@ -40,5 +40,4 @@ __all__ = [
     "memory_order", "normalize_index", "op",
     "op_def", "outputs", "pointwise_vars", "promote_types", "provably_true", "reduction_def",
     "reduction_vars", "scan_def", "simplify_index", "to_c", "to_python", "to_storage", "var", "walk",
-    "with_mask",
 ]

@@ -1,39 +1,192 @@
-"""Views as index maps, composed without materialization; cat and constant_pad as masked loads.
+"""Views as index maps, the one source of their math; cat and constant_pad as `where` selects.
 
-A `View` says where each element of a view lives in its buffer's flat storage:
-element (v0, ..., v{n-1}) of `sizes` is storage position `index`. Every view op
-(permute, expand, slice with step, select, unfold, diagonal, as_strided, reshape of
-non-contiguous data) substitutes into that expression and simplifies with the new
-ranges, so a chain of views costs nothing at run time and needs no copy; a reshape
-that strides cannot express becomes FloorDiv/ModularIndexing.
+Each `*_map` function takes a view's input sizes and (normalised) arguments and returns
+(output sizes, index map): the map sends an output index tuple (any expressions) to the
+input index tuple it reads. `View` composes them over flat storage and simplifies, so a
+chain of views costs nothing at run time; stax.frontend applies the same maps to its
+lowering-time tensors. A reshape that strides cannot express becomes FloorDiv/ModularIndexing.
 
-cat and constant_pad cannot be index maps (some outputs read another buffer or a
-constant): `cat` and `constant_pad` build `where` values over loads masked to the
-region where they are valid, so no load ever reads out of bounds.
+cat and constant_pad cannot be index maps (some outputs read another source or a
+constant): they build `where` chains whose every load index is clamped into its source,
+because vectorized code evaluates the branch it does not select too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import sympy
 
+from . import build
 from . import dtypes as dt
 from .affine import affine_parts
-from .build import const, index_value, op
-from .expr import Load, Op, Value, walk
+from .expr import Load, Value
 from .graph import Layout
 from .index import FloorDiv, ModularIndexing, as_int, contiguous_strides, pointwise_vars, strided_index, sympify, var
 from .simplify import simplify_index
-from .value_ranges import provably_true
 
 Loader = Callable[[tuple], Value]
+IndexMap = Callable[[tuple], tuple]
 
 
 def view_vars(n: int) -> tuple[sympy.Symbol, ...]:
     """The variables a View's index is written in: v0, v1, ..."""
     return tuple(var("v", k) for k in range(n))
+
+
+# ---------------------------------------------------------------- index maps (dims already normalised)
+
+
+def permute_map(sizes: Sequence, dims: Sequence[int]) -> tuple[tuple, IndexMap]:
+    """Output dim j is input dim dims[j]."""
+    n = len(sizes)
+    if sorted(dims) != list(range(n)):
+        raise ValueError(f"permute needs a permutation of {n} dims, got {list(dims)}")
+    inv = [0] * n
+    for j, d in enumerate(dims):
+        inv[d] = j
+    return tuple(sizes[d] for d in dims), lambda idx: tuple(idx[inv[k]] for k in range(n))
+
+
+def expand_map(sizes: Sequence, target: Sequence) -> tuple[tuple, IndexMap]:
+    """Broadcast size-1 dims (and new leading dims) to `target`; -1 keeps a size."""
+    lead = len(target) - len(sizes)
+    if lead < 0:
+        raise ValueError(f"cannot expand {len(sizes)} dims to {len(target)}")
+    out = list(target[:lead])
+    for k, s in enumerate(sizes):
+        want = target[lead + k]
+        if want == -1:
+            want = s
+        elif s != 1 and want != s:
+            raise ValueError(f"cannot expand size {s} to {want} in dimension {k}")
+        out.append(want)
+    zero = {k for k, s in enumerate(sizes) if s == 1 and out[lead + k] != 1}
+    return tuple(out), lambda idx: tuple(sympy.Integer(0) if k in zero else idx[lead + k] for k in range(len(sizes)))
+
+
+def squeeze_map(sizes: Sequence, dims) -> tuple[tuple, IndexMap]:
+    """Drop the size-1 dims `dims`."""
+    keep = [k for k in range(len(sizes)) if k not in dims]
+
+    def m(idx):
+        out = [sympy.Integer(0)] * len(sizes)
+        for j, k in enumerate(keep):
+            out[k] = idx[j]
+        return tuple(out)
+
+    return tuple(sizes[k] for k in keep), m
+
+
+def unsqueeze_map(sizes: Sequence, dim: int) -> tuple[tuple, IndexMap]:
+    return tuple(sizes[:dim]) + (1,) + tuple(sizes[dim:]), lambda idx: tuple(idx[:dim]) + tuple(idx[dim + 1:])
+
+
+def slice_map(sizes: Sequence, dim: int, start=None, end=None, step: int = 1) -> tuple[tuple, IndexMap]:
+    """x[..., start:end:step, ...] with Python's clamping of out-of-range bounds."""
+    if step <= 0:
+        raise ValueError("slice step must be positive")
+    start, end, _ = slice(start, end, step).indices(as_int(sizes[dim]))
+    out = list(sizes)
+    out[dim] = max(0, -(-(end - start) // step))
+    return tuple(out), lambda idx: tuple(start + step * i if k == dim else i for k, i in enumerate(idx))
+
+
+def select_map(sizes: Sequence, dim: int, index: int) -> tuple[tuple, IndexMap]:
+    n = as_int(sizes[dim])
+    if not -n <= index < n:
+        raise IndexError(f"select index {index} out of range for size {n}")
+    index %= n
+    out = tuple(sizes[:dim]) + tuple(sizes[dim + 1:])
+    return out, lambda idx: tuple(idx[:dim]) + (sympy.Integer(index),) + tuple(idx[dim:])
+
+
+def infer_sizes(sizes: Sequence, numel: int) -> tuple[int, ...]:
+    """`sizes` with its one -1 (if any) inferred; ValueError unless they hold `numel` elements."""
+    sizes = [as_int(s) for s in sizes]
+    if sizes.count(-1) > 1:
+        raise ValueError("only one dimension can be inferred (-1)")
+    known = 1
+    for s in sizes:
+        if s != -1:
+            known *= s
+    if -1 in sizes:
+        if known == 0 or numel % known:
+            raise ValueError(f"shape {sizes} is invalid for {numel} elements")
+        sizes[sizes.index(-1)] = numel // known
+    elif known != numel:
+        raise ValueError(f"shape {sizes} is invalid for {numel} elements")
+    return tuple(sizes)
+
+
+def reshape_map(sizes: Sequence, new_sizes: Sequence) -> tuple[tuple, IndexMap]:
+    """view/reshape through the row-major flat index: input digit k is FloorDiv/ModularIndexing of it
+    (simplifying with the output's ranges turns what strides can express back into strides)."""
+    sizes = tuple(as_int(s) for s in sizes)
+    numel = 1
+    for s in sizes:
+        numel *= s
+    new_sizes = infer_sizes(new_sizes, numel)
+    if numel == 0:  # no elements: any index map will do
+        return new_sizes, lambda idx: tuple(sympy.Integer(0) for _ in sizes)
+    new_strides, old_strides = contiguous_strides(new_sizes), contiguous_strides(sizes)
+
+    def m(idx):
+        flat = strided_index(idx, new_strides)
+        out = []
+        for k, (s, st) in enumerate(zip(sizes, old_strides)):
+            if s == 1:
+                out.append(sympy.Integer(0))
+            elif k == 0:
+                out.append(FloorDiv(flat, st))
+            else:
+                out.append(ModularIndexing(flat, st, s))
+        return tuple(out)
+
+    return new_sizes, m
+
+
+def diagonal_map(sizes: Sequence, offset: int, dim1: int, dim2: int) -> tuple[tuple, IndexMap]:
+    """The (dim1, dim2) diagonal at `offset` (above the main one when positive), as a new last dim."""
+    if dim1 == dim2:
+        raise ValueError("diagonal dimensions must differ")
+    n1, n2 = as_int(sizes[dim1]), as_int(sizes[dim2])
+    length = max(0, min(n1, n2 - offset) if offset >= 0 else min(n1 + offset, n2))
+    keep = [k for k in range(len(sizes)) if k not in (dim1, dim2)]
+
+    def m(idx):
+        out = [sympy.Integer(0)] * len(sizes)
+        for j, k in enumerate(keep):
+            out[k] = idx[j]
+        out[dim1] = idx[-1] + max(-offset, 0)
+        out[dim2] = idx[-1] + max(offset, 0)
+        return tuple(out)
+
+    return tuple(sizes[k] for k in keep) + (length,), m
+
+
+def unfold_map(sizes: Sequence, dim: int, size: int, step: int) -> tuple[tuple, IndexMap]:
+    """torch.Tensor.unfold: windows of `size` every `step` along `dim`, as a new last dim (0-d: one window)."""
+    ndim = len(sizes)
+    n = as_int(sizes[dim]) if ndim else 1
+    if size > n or step <= 0:
+        raise ValueError(f"unfold size {size} step {step} invalid for size {n}")
+    out = list(sizes)
+    if ndim:
+        out[dim] = (n - size) // step + 1
+
+    def m(idx):
+        old = list(idx[:-1])
+        if ndim:
+            old[dim] = idx[dim] * step + idx[-1]
+        return tuple(old)
+
+    return tuple(out) + (size,), m
+
+
+# ---------------------------------------------------------------- View: the maps composed over flat storage
 
 
 def _norm_dim(d: int, n: int) -> int:
@@ -104,22 +257,15 @@ class View:
         st = self.strides()
         return None if st is None else Layout(device, dtype, self.sizes, st[0], st[1])
 
-    # ---- composition: old var k := expression in the new vars, then simplify
-    def _reindex(self, new_sizes, old_of_new: Sequence) -> View:
+    # ---- composition: substitute the map into the index, then simplify with the new ranges
+    def _apply(self, new_sizes, index_map: IndexMap) -> View:
         new_sizes = tuple(sympify(s) for s in new_sizes)
-        sub = dict(zip(view_vars(self.ndim), old_of_new))
-        ranges = dict(zip(view_vars(len(new_sizes)), new_sizes))
-        return View(new_sizes, simplify_index(self.index.xreplace(sub), ranges))
+        nv = view_vars(len(new_sizes))
+        sub = {v: sympify(e) for v, e in zip(view_vars(self.ndim), index_map(nv))}
+        return View(new_sizes, simplify_index(self.index.xreplace(sub), dict(zip(nv, new_sizes))))
 
     def permute(self, dims: Sequence[int]) -> View:
-        dims = [_norm_dim(d, self.ndim) for d in dims]
-        if sorted(dims) != list(range(self.ndim)):
-            raise ValueError(f"permute needs a permutation of {self.ndim} dims, got {dims}")
-        nv = view_vars(self.ndim)
-        old = [None] * self.ndim
-        for j, d in enumerate(dims):
-            old[d] = nv[j]
-        return self._reindex([self.sizes[d] for d in dims], old)
+        return self._apply(*permute_map(self.sizes, [_norm_dim(d, self.ndim) for d in dims]))
 
     def transpose(self, d0: int, d1: int) -> View:
         dims = list(range(self.ndim))
@@ -128,72 +274,19 @@ class View:
         return self.permute(dims)
 
     def expand(self, sizes: Sequence) -> View:
-        """Broadcast size-1 dims (and new leading dims) to `sizes`; -1 keeps a size."""
-        lead = len(sizes) - self.ndim
-        if lead < 0:
-            raise ValueError(f"expand to {len(sizes)} dims from {self.ndim}")
-        nv = view_vars(len(sizes))
-        new_sizes, old = list(sizes[:lead]), []
-        for k, s in enumerate(self.sizes):
-            want = sympify(sizes[lead + k])
-            if want == -1 or want == s:
-                new_sizes.append(s)
-                old.append(nv[lead + k])
-            elif s == 1:
-                new_sizes.append(want)
-                old.append(sympy.Integer(0))
-            else:
-                raise ValueError(f"cannot expand size {s} to {want} in dimension {k}")
-        return self._reindex(new_sizes, old)
+        return self._apply(*expand_map(self.sizes, [sympify(s) for s in sizes]))
 
     def slice(self, dim: int, start=None, end=None, step: int = 1) -> View:
-        """x[..., start:end:step, ...] with Python's clamping of out-of-range bounds."""
-        dim = _norm_dim(dim, self.ndim)
-        n = as_int(self.sizes[dim])
-        if step <= 0:
-            raise ValueError("slice step must be positive")
-        start, end, _ = slice(start, end, step).indices(n)
-        length = max(0, -(-(end - start) // step))
-        nv = view_vars(self.ndim)
-        old = list(nv)
-        old[dim] = start + step * nv[dim]
-        return self._reindex(self.sizes[:dim] + (length,) + self.sizes[dim + 1 :], old)
+        return self._apply(*slice_map(self.sizes, _norm_dim(dim, self.ndim), start, end, step))
 
     def select(self, dim: int, index: int) -> View:
-        dim = _norm_dim(dim, self.ndim)
-        n = as_int(self.sizes[dim])
-        if not -n <= index < n:
-            raise IndexError(f"select index {index} out of range for size {n}")
-        nv = view_vars(self.ndim - 1)
-        old = list(nv[:dim]) + [sympy.Integer(index % n)] + list(nv[dim:])
-        return self._reindex(self.sizes[:dim] + self.sizes[dim + 1 :], old)
+        return self._apply(*select_map(self.sizes, _norm_dim(dim, self.ndim), index))
 
     def unfold(self, dim: int, size: int, step: int) -> View:
-        """torch.Tensor.unfold: windows of `size` every `step` along `dim`, as a new last dim."""
-        dim = _norm_dim(dim, self.ndim)
-        n = as_int(self.sizes[dim])
-        if size > n or step <= 0:
-            raise ValueError(f"unfold size {size} step {step} invalid for size {n}")
-        count = (n - size) // step + 1
-        nv = view_vars(self.ndim + 1)
-        old = list(nv[: self.ndim])
-        old[dim] = step * nv[dim] + nv[self.ndim]
-        return self._reindex(self.sizes[:dim] + (count,) + self.sizes[dim + 1 :] + (size,), old)
+        return self._apply(*unfold_map(self.sizes, _norm_dim(dim, self.ndim), size, step))
 
     def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1) -> View:
-        a, b = _norm_dim(dim1, self.ndim), _norm_dim(dim2, self.ndim)
-        if a == b:
-            raise ValueError("diagonal dimensions must differ")
-        n1, n2 = as_int(self.sizes[a]), as_int(self.sizes[b])
-        length = max(0, min(n1, n2 - offset) if offset >= 0 else min(n1 + offset, n2))
-        rest = [k for k in range(self.ndim) if k not in (a, b)]
-        nv = view_vars(len(rest) + 1)
-        t = nv[len(rest)]
-        old = [None] * self.ndim
-        for j, k in enumerate(rest):
-            old[k] = nv[j]
-        old[a], old[b] = (t, t + offset) if offset >= 0 else (t - offset, t)
-        return self._reindex([self.sizes[k] for k in rest] + [length], old)
+        return self._apply(*diagonal_map(self.sizes, offset, _norm_dim(dim1, self.ndim), _norm_dim(dim2, self.ndim)))
 
     def as_strided(self, sizes, strides, storage_offset=None) -> View:
         """Storage-relative, as torch.as_strided; the offset defaults to this view's own."""
@@ -202,38 +295,7 @@ class View:
         return View.strided(sizes, strides, storage_offset)
 
     def reshape(self, sizes: Sequence) -> View:
-        """view/reshape without a copy: strides where they exist, FloorDiv/ModularIndexing otherwise."""
-        sizes = _infer_sizes(list(sizes), self.numel())
-        nv = view_vars(len(sizes))
-        old = [sympy.Integer(0)] * self.ndim
-        if self.numel() == 0:
-            return self._reindex(sizes, old)
-        ok = [k for k, s in enumerate(self.sizes) if as_int(s) != 1]
-        nk = [k for k, s in enumerate(sizes) if s != 1]
-        i = j = 0
-        while i < len(ok):
-            go, gn = [ok[i]], [nk[j]]
-            po, pn = as_int(self.sizes[ok[i]]), sizes[nk[j]]
-            i, j = i + 1, j + 1
-            while po != pn:
-                if po < pn:
-                    go.append(ok[i])
-                    po *= as_int(self.sizes[ok[i]])
-                    i += 1
-                else:
-                    gn.append(nk[j])
-                    pn *= sizes[nk[j]]
-                    j += 1
-            flat, inner = sympy.Integer(0), 1
-            for k in reversed(gn):
-                flat += inner * nv[k]
-                inner *= sizes[k]
-            inner = 1
-            for k in reversed(go):
-                s = as_int(self.sizes[k])
-                old[k] = FloorDiv(flat, inner) if k == go[0] else ModularIndexing(flat, inner, s)
-                inner *= s
-        return self._reindex(sizes, old)
+        return self._apply(*reshape_map(self.sizes, sizes))
 
     view = reshape
 
@@ -248,116 +310,73 @@ class View:
 
     def squeeze(self, dim: int | None = None) -> View:
         dims = range(self.ndim) if dim is None else [_norm_dim(dim, self.ndim)]
-        drop = {k for k in dims if self.sizes[k] == 1}
-        return self.reshape([s for k, s in enumerate(self.sizes) if k not in drop])
+        return self._apply(*squeeze_map(self.sizes, {k for k in dims if self.sizes[k] == 1}))
 
     def unsqueeze(self, dim: int) -> View:
-        dim = _norm_dim(dim, self.ndim + 1)
-        return self.reshape(list(self.sizes[:dim]) + [1] + list(self.sizes[dim:]))
+        return self._apply(*unsqueeze_map(self.sizes, _norm_dim(dim, self.ndim + 1)))
 
 
-def _infer_sizes(sizes: list, numel: int) -> list[int]:
-    sizes = [as_int(s) for s in sizes]
-    if sizes.count(-1) > 1:
-        raise ValueError("only one dimension can be inferred (-1)")
-    known = 1
-    for s in sizes:
-        if s != -1:
-            known *= s
-    if -1 in sizes:
-        if known == 0 or numel % known:
-            raise ValueError(f"shape {sizes} is invalid for {numel} elements")
-        sizes[sizes.index(-1)] = numel // known
-    elif known != numel:
-        raise ValueError(f"shape {sizes} is invalid for {numel} elements")
-    return sizes
+# ---------------------------------------------------------------- cat and constant_pad
+# `nodes` builds the value nodes: stax.ir.build, or anything with its op / const / index_value
+# (stax.frontend passes its hash-consing Builder).
 
 
-# ---------------------------------------------------------------- masked value builders
+def _clamp(e, n: int):
+    return sympy.Max(0, sympy.Min(n - 1, e))
 
 
-def with_mask(value: Value, mask: Value, other=0) -> Value:
-    """`value` with every load guarded by `mask` (and-ed with its own), sharing preserved.
+def cat(parts: Sequence[tuple[int, Loader]], dim: int, sizes: Sequence, out_vars=None, nodes: Any = build) -> Value:
+    """torch.cat: `parts` are (size along `dim`, loader) in order; `sizes` is the output shape.
 
-    Where the mask is false the loads read nothing and yield `other`; the caller
-    discards those lanes (with `where`), so `other` only matters for ops that trap
-    (integer division by zero): pass a harmless value such as 1 then.
+    Part j serves o_j <= i_dim < o_j + n_j: `where(i_dim < o_j + n_j, part j, later parts)`,
+    the last part the fallthrough, each part's index clamped into its range. Empty parts are never read.
     """
-    new: dict[int, Value] = {}
-    for n in walk(value):
-        if isinstance(n, Load):
-            ind = tuple((s, new[id(v)], b) for s, v, b in n.indirect)
-            m = mask if n.mask is None else op("logical_and", mask, new[id(n.mask)])
-            new[id(n)] = Load(n.buffer, n.index, n.dtype, ind, m, other if n.mask is None else n.other)
-        elif isinstance(n, Op):
-            new[id(n)] = Op(n.name, tuple(new[id(a)] for a in n.args), n.dtype)
+    out_vars = pointwise_vars(len(sizes)) if out_vars is None else tuple(out_vars)
+    spans, o = [], 0
+    for n, loader in parts:
+        spans.append((o, n, loader))
+        o += n
+    if not spans:
+        raise ValueError("cat needs at least one part")
+    if o != as_int(sizes[dim]):
+        raise ValueError(f"cat parts total {o} along dim {dim}, output size is {sizes[dim]}")
+    spans = [s for s in spans if s[1] > 0] or spans[:1]  # all empty: no element, any part will do
+    i = out_vars[dim]
+    value = None
+    for o, n, loader in reversed(spans):
+        local = list(out_vars)
+        local[dim] = _clamp(i - o, n) if len(spans) > 1 else i - o
+        v = loader(tuple(local))
+        if value is None:
+            value = v
         else:
-            new[id(n)] = n
-    return new[id(value)]
+            value = nodes.op("where", nodes.op("lt", nodes.index_value(i), nodes.const(o + n, dt.int64)), v, value)
+    return value
 
 
-def _index_cmp(name: str, e, bound) -> Value:
-    return op(name, index_value(e, dt.int64), const(int(bound), dt.int64))
-
-
-def _conj(conds: list[Value]) -> Value | None:
-    out = None
-    for c in conds:
-        out = c if out is None else op("logical_and", out, c)
-    return out
-
-
-def constant_pad(loader: Loader, sizes: Sequence, pads: Sequence, fill, dtype: dt.DType, out_vars=None) -> Value:
+def constant_pad(loader: Loader, sizes: Sequence, pads: Sequence, fill, dtype: dt.DType, out_vars=None,
+                 nodes: Any = build) -> Value:
     """constant_pad_nd: output dim k has size sizes[k] + lo_k + hi_k (pads = ((lo, hi), ...) per dim,
-    negative crops); inside, element reads loader(out - lo), elsewhere `fill`.
+    negative crops); inside, element reads loader(out - lo) (clamped into range), elsewhere `fill`.
+    A dim with lo == 0 and hi <= 0 adds no condition; an empty source is all `fill` (nothing to read).
     """
     if len(pads) != len(sizes):
         raise ValueError(f"need (lo, hi) pads for each of the {len(sizes)} dims, got {len(pads)}")
-    out_sizes = [as_int(s) + lo + hi for s, (lo, hi) in zip(sizes, pads)]
-    if any(s < 0 for s in out_sizes):
-        raise ValueError(f"padding {pads} makes a negative size from {list(sizes)}")
+    sizes = [as_int(s) for s in sizes]
+    if any(s + lo + hi < 0 for s, (lo, hi) in zip(sizes, pads)):
+        raise ValueError(f"padding {list(pads)} makes a negative size from {sizes}")
+    if 0 in sizes:
+        return nodes.const(fill, dtype)
     out_vars = pointwise_vars(len(sizes)) if out_vars is None else tuple(out_vars)
-    ranges = dict(zip(out_vars, out_sizes))
-    src = tuple(v - lo for v, (lo, _) in zip(out_vars, pads))
-    conds = []
-    for e, s in zip(src, sizes):
-        for c in (_index_cmp("ge", e, 0), _index_cmp("lt", e, as_int(s))):
-            if not provably_true(c, ranges):
-                conds.append(c)
-    inner = loader(src)
-    cond = _conj(conds)
-    if cond is None:
-        return inner
-    return op("where", cond, with_mask(inner, cond), const(fill, dtype))
-
-
-def cat(parts: Sequence[tuple[int, Loader]], dim: int, sizes: Sequence, out_vars=None) -> Value:
-    """torch.cat: `parts` are (size along `dim`, loader) in order; `sizes` is the output shape.
-
-    Part j serves o_j <= i_dim < o_j + n_j and its loads are masked to that range;
-    the result is a chain of `where`s (the last part is the fallthrough).
-    """
-    out_vars = pointwise_vars(len(sizes)) if out_vars is None else tuple(out_vars)
-    ranges = dict(zip(out_vars, [as_int(s) for s in sizes]))
-    iv = out_vars[dim]
-    spans, o = [], 0
-    for n, loader in parts:
-        if n > 0:
-            spans.append((o, n, loader))
-        o += n
-    if o != as_int(sizes[dim]):
-        raise ValueError(f"cat parts total {o} along dim {dim}, output size is {sizes[dim]}")
-    if not spans:
-        raise ValueError("cat of only empty parts has no elements to load")
-    values = []
-    for o, n, loader in spans:
-        shifted = tuple((v - o) if k == dim else v for k, v in enumerate(out_vars))
-        conds = [c for c in (_index_cmp("ge", iv, o), _index_cmp("lt", iv, o + n)) if not provably_true(c, ranges)]
-        cond = _conj(conds)
-        v = loader(shifted)
-        values.append((cond, v if cond is None else with_mask(v, cond)))
-    acc = values[-1][1]
-    for (o, n, _), (_, v) in zip(reversed(spans[:-1]), reversed(values[:-1])):
-        acc = op("where", _index_cmp("lt", iv, o + n), v, acc)
-    return acc
-
+    cond, src = None, []
+    for i, (lo, hi), n in zip(out_vars, pads, sizes):
+        if lo == 0 and hi <= 0:
+            src.append(i)
+            continue
+        src.append(_clamp(i - lo, n))
+        iv = nodes.index_value(i)
+        c = nodes.op("logical_and", nodes.op("ge", iv, nodes.const(lo, dt.int64)),
+                     nodes.op("lt", iv, nodes.const(lo + n, dt.int64)))
+        cond = c if cond is None else nodes.op("logical_and", cond, c)
+    v = loader(tuple(src))
+    return v if cond is None else nodes.op("where", cond, v, nodes.const(fill, dtype))
