@@ -351,6 +351,7 @@ def cat(parts: Sequence[tuple[int, Loader]], dim: int, sizes: Sequence, out_vars
             value = v
         else:
             value = nodes.op("where", nodes.op("lt", nodes.index_value(i), nodes.const(o + n, dt.int64)), v, value)
+    assert value is not None  # spans is not empty
     return value
 
 
