@@ -177,3 +177,24 @@ def test_pow_scalar_edges_as_eager(exponent, dtype):
     assert_same(got, exp)
     num = ~exp.isnan()  # a NaN's sign is not specified
     assert torch.equal(torch.signbit(got)[num], torch.signbit(exp)[num]), (got, exp)
+
+
+def test_signbit_compared_with_a_float():
+    """signbit's vector form (a lane loop storing chars) converted to float crashed GCC 12 with
+    AVX-512 (internal compiler error): it reads the lanes' sign bits now. -0.0 and NaNs included."""
+    x = torch.randn(3, 3, 3) * 3
+    x.view(-1)[:6] = torch.tensor([-0.0, 0.0, float("nan"), -float("nan"), float("-inf"), float("inf")])
+    fn = lambda t: torch.gt(torch.trunc(t), torch.signbit(t))  # noqa: E731
+    assert_same(torch.compile(fn, backend="stax")(x), fn(x))
+    assert_same(torch.compile(torch.signbit, backend="stax")(x.double()), torch.signbit(x.double()))
+
+
+def test_relu_keeps_negative_zero():
+    """relu(-0.0) is -0.0 in eager (x < 0 ? 0 : x); stax gave +0.0, and atan2 of it against a
+    negative number flipped from -pi to pi."""
+    x = torch.tensor([-0.0, 0.0, -1.0, float("nan")] * 5)
+    y = torch.full((20,), -2.0, dtype=torch.float64)
+    fn = lambda a, b: torch.atan2(torch.relu(a), b)  # noqa: E731
+    assert_same(torch.compile(fn, backend="stax")(x, y), fn(x, y))
+    got = torch.compile(torch.relu, backend="stax")(x)
+    assert torch.equal(torch.signbit(got[~got.isnan()]), torch.signbit(torch.relu(x)[~x.isnan()]))

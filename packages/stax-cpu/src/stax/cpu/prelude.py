@@ -293,7 +293,7 @@ template <class T> static inline void argmin_pick(T& best, int64_t& bi, T v, int
     bool vn = v != v, bn = best != best;
     if (vn ? (!bn || i < bi) : (!bn && (v < best || (v == best && i < bi)))) { best = v; bi = i; }
 }
-template <class T> static inline T relu(T x) { return (x > T(0) || x != x) ? x : T(0); }
+template <class T> static inline T relu(T x) { return (x < T(0)) ? T(0) : x; }  // -0.0, NaN as eager
 template <class T> static inline T bitwise_not(T x) { return T(~x); }
 static inline bool bitwise_not(bool x) { return !x; }
 

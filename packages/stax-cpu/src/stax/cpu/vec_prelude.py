@@ -203,12 +203,16 @@ static inline vdouble minimum(vdouble a, vdouble b) { return (a < b || a != a) ?
 #define STAX_VFLOAT_EXACT(VT, M) \
     static inline VT fmax(VT a, VT b) { return (a > b || b != b) ? a : b; } \
     static inline VT fmin(VT a, VT b) { return (a < b || b != b) ? a : b; } \
-    static inline VT relu(VT a) { return (a > 0 || a != a) ? a : (VT){}; } \
+    static inline VT relu(VT a) { return (a < 0) ? (VT){} : a; } \
     static inline VT sign(VT a) { return (a > 0) ? (VT){} + 1 : ((a < 0) ? (VT){} - 1 : (VT){}); } \
     static inline VT reciprocal(VT a) { return 1 / a; } \
     static inline vbool isnan(VT a) { return to_bool(a != a); }
 STAX_VFLOAT_EXACT(vfloat, vint32)
 STAX_VFLOAT_EXACT(vdouble, vint64)
+// signbit from the sign bit of the lanes' bits: the lane loop's char stores fed to a float conversion
+// crashed GCC 12 at -O2 and above with AVX-512 (internal compiler error: unrecognizable insn)
+static inline vbool signbit(vfloat a) { vint32 b; __builtin_memcpy(&b, &a, sizeof b); return to_bool(b < 0); }
+static inline vbool signbit(vdouble a) { vint64 b; __builtin_memcpy(&b, &a, sizeof b); return to_bool(b < 0); }
 static inline vfloat abs(vfloat a) { vfloat r; for (int i = 0; i < W; ++i) r[i] = __builtin_fabsf(a[i]); return r; }
 static inline vdouble abs(vdouble a) { vdouble r; for (int i = 0; i < W; ++i) r[i] = __builtin_fabs(a[i]); return r; }
 static inline vfloat sqrt(vfloat a) { vfloat r; for (int i = 0; i < W; ++i) r[i] = __builtin_sqrtf(a[i]); return r; }

@@ -89,7 +89,7 @@ _TABLE = [
     OpDef("fmax", 2, FLOAT, np.fmax, "ignores NaN like torch.fmax"),
     OpDef("fmin", 2, FLOAT, np.fmin, "ignores NaN like torch.fmin"),
     OpDef("sign", 1, SAME, nm.sign, "NaN -> 0, as torch.sign"),
-    OpDef("relu", 1, SAME, nm.relu, "max(x, 0); NaN stays NaN"),
+    OpDef("relu", 1, SAME, nm.relu, "x < 0 ? 0 : x; NaN and -0.0 stay"),
     OpDef("pow", 2, SAME, nm.power, "integer ** negative is an error; integers wrap"),
     # floating math
     OpDef("exp", 1, FLOAT, _quiet(np.exp)),
