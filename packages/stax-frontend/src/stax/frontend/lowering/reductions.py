@@ -45,7 +45,7 @@ def _acc_dtype(d: dt.DType) -> dt.DType:
     return dt.compute_dtype(d)
 
 
-def _finish(ctx, tv, want: dt.DType, post=None):
+def finish(ctx, tv, want: dt.DType, post=None):
     """Cast an accumulator-typed result to `want` (lazily, fused into its users)."""
     if tv.dtype == want and post is None:
         return tv
@@ -63,13 +63,13 @@ def _finish(ctx, tv, want: dt.DType, post=None):
 def sum_(ctx, node, x, dims=None, keepdim=False, dtype=None):
     want = out_dtype(node)
     acc = _acc_dtype(want) if want.is_floating else want
-    return _finish(ctx, reduce(ctx, x, dims, keepdim, "sum", acc), want)
+    return finish(ctx, reduce(ctx, x, dims, keepdim, "sum", acc), want)
 
 
 def prod(ctx, node, x, dim=None, keepdim=False, dtype=None):
     want = out_dtype(node)
     acc = _acc_dtype(want) if want.is_floating else want
-    return _finish(ctx, reduce(ctx, x, dim, keepdim, "prod", acc), want)
+    return finish(ctx, reduce(ctx, x, dim, keepdim, "prod", acc), want)
 
 
 def mean(ctx, node, x, dims=None, keepdim=False, dtype=None):
@@ -81,7 +81,7 @@ def mean(ctx, node, x, dims=None, keepdim=False, dtype=None):
     for d in dims_arg(dims, x.ndim):
         n *= x.sizes[d]
     r = reduce(ctx, x, dims, keepdim, "sum", acc)
-    return _finish(ctx, r, want, lambda b, v: b.op("truediv", v, b.const(n, acc)))
+    return finish(ctx, r, want, lambda b, v: b.op("truediv", v, b.const(n, acc)))
 
 
 def _minmax(rtype):
@@ -157,10 +157,10 @@ def _var_mean(ctx, node, x, dims, correction, keepdim, unbiased=None, with_mean=
         v = b.op("truediv", v, b.const(denom, acc))
         return b.op("sqrt", v) if sqrt else v
 
-    var_v = _finish(ctx, m2, want, post)
+    var_v = finish(ctx, m2, want, post)
     if not with_mean:
         return var_v, None
-    return var_v, _finish(ctx, reduce(ctx, x, dl, keepdim, "welford_mean", acc), want)
+    return var_v, finish(ctx, reduce(ctx, x, dl, keepdim, "welford_mean", acc), want)
 
 
 def var_mean(ctx, node, x, dims=None, correction=None, keepdim=False, unbiased=None):

@@ -17,7 +17,7 @@ from stax.ir.index import pointwise_vars
 from ..tensor import TensorValue, lazy
 from ..views import Unsupported
 from .common import out_dtype
-from .reductions import _finish
+from .reductions import finish
 from .registry import REDUCTION, table
 
 aten = torch.ops.aten
@@ -49,7 +49,7 @@ def _cumulative(scan_type):
         if x.ndim == 0:
             return _scalar(ctx, x, want)
         acc = _scan_acc(ctx, want) if want.is_floating else want
-        return _finish(ctx, scan(ctx, x, dim, scan_type, acc), want)
+        return finish(ctx, scan(ctx, x, dim, scan_type, acc), want)
 
     return low
 
@@ -74,7 +74,7 @@ def logcumsumexp(ctx, node, x, dim):
         raise Unsupported("logcumsumexp of integers")
     if x.ndim == 0:
         return _scalar(ctx, x, want)
-    return _finish(ctx, scan(ctx, x, dim, "logcumsumexp", _scan_acc(ctx, want)), want)
+    return finish(ctx, scan(ctx, x, dim, "logcumsumexp", _scan_acc(ctx, want)), want)
 
 
 LOWERINGS = table(REDUCTION, {
