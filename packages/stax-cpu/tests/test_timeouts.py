@@ -11,11 +11,11 @@ from stax.cpu.toolchain import find_cxx
 from stax.sched import schedule as make_schedule
 from test_toolchain import _graph
 
-# `--version` and the ISA probe's check program go to the real compiler unless HANG_ALL is set; anything
-# else (a kernel unit) starts a sleeping child, records the pids and waits for it.
+# `--version`, the ISA probe's and the miscompile probe's check programs go to the real compiler unless
+# HANG_ALL is set; anything else (a kernel unit) starts a sleeping child, records the pids and waits for it.
 FAKE = """#!/bin/sh
 case "$HANG_ALL $*" in
-  " "*--version*|" "*stax-isa-*) exec {cxx} "$@" ;;
+  " "*--version*|" "*stax-isa-*|" "*stax-miscompile-*) exec {cxx} "$@" ;;
 esac
 sleep 60 &
 echo $$ $! > {pids}
