@@ -198,3 +198,16 @@ def test_relu_keeps_negative_zero():
     assert_same(torch.compile(fn, backend="stax")(x, y), fn(x, y))
     got = torch.compile(torch.relu, backend="stax")(x)
     assert torch.equal(torch.signbit(got[~got.isnan()]), torch.signbit(torch.relu(x)[~x.isnan()]))
+
+
+def test_attention_on_a_channels_last_convolution():
+    """A convolution's output is channels-last inside CPU graphs; passed as is to the CPU flash
+    attention (picked at trace time for a last-dim stride of 1), the query rows were read at
+    the wrong places and past the buffer (garbage, NaN in varying places): an ATen call now
+    gets its tensors with the traced strides."""
+    torch.manual_seed(0)
+    x, w = torch.randn(2, 4, 7, 6), torch.randn(3, 4, 3, 1)
+    k, v = torch.randn(2, 3, 3, 6), torch.randn(2, 3, 3, 6)
+    fn = lambda a, b, c, d: torch.relu(F.scaled_dot_product_attention(F.conv2d(a, b), c, d))  # noqa: E731
+    got = torch.compile(fn, backend="stax", fullgraph=True)(x, w, k, v)
+    torch.testing.assert_close(got, fn(x, w, k, v), rtol=1e-4, atol=1e-5)

@@ -23,7 +23,7 @@ from stax.ir import Layout
 from .dtypes import TO_STAX, to_stax
 from .errors import GraphUnsupported
 from .extern_format import ENUMS, GETITEM, OPAQUE, PLACEHOLDER_DTYPE
-from .strides import meta_strides
+from .strides import meta_strides, same_view
 from .tensor import BufferView, OpaqueView, TensorValue
 
 log = logging.getLogger("stax.frontend.fallback")  # the `fallback` logging area (logs.py)
@@ -49,16 +49,20 @@ def _enum_name(x) -> str:
     return str(x).removeprefix("torch.")
 
 
-def encode(ctx, obj, tensors: list):
-    """Replace tensors by '$t<k>' (appending them to `tensors`) and torch enums by '$kind:name'."""
+def encode(ctx, obj, tensors: list, traced=None):
+    """Replace tensors by '$t<k>' (appending them to `tensors`) and torch enums by '$kind:name'.
+    `traced`: the fx argument `obj` lowers (same nesting), or None: a tensor whose layout is not
+    the one the trace gave it is realized with the traced strides (see `_traced_strides`)."""
     if isinstance(obj, OpaqueView):
         tensors.append(obj)
         return f"$o{len(tensors) - 1}"
     if isinstance(obj, TensorValue):
-        tensors.append(ctx.realize(obj, "rule0:extern_input"))
+        tensors.append(ctx.realize(obj, "rule0:extern_input", strides=_traced_strides(obj, traced)))
         return f"$t{len(tensors) - 1}"
     if isinstance(obj, (list, tuple)):
-        return tuple(encode(ctx, x, tensors) for x in obj)
+        if not isinstance(traced, (list, tuple)) or len(traced) != len(obj):
+            traced = [None] * len(obj)
+        return tuple(encode(ctx, x, tensors, t) for x, t in zip(obj, traced))
     if isinstance(obj, str):
         return "$str:" + obj if obj.startswith("$") else obj
     if obj is None or isinstance(obj, (bool, int, float)):
@@ -67,6 +71,21 @@ def encode(ctx, obj, tensors: list):
         if isinstance(obj, cls):
             return f"${kind}:{obj if kind == 'device' else _enum_name(obj)}"
     raise NotEncodable(f"cannot pass {type(obj).__name__} {obj!r} to an extern kernel")
+
+
+def _traced_strides(tv: TensorValue, traced) -> tuple | None:
+    """The strides an ATen call must see `tv` with: None where its realized layout is the traced
+    one (or nothing was traced), else the traced strides (contiguous for a non-dense trace).
+    Stax may lay out a value otherwise than eager (a channels-last convolution's output:
+    conv_layout.py), but ATen kernels were chosen at trace time for the traced strides: given
+    a channels-last query, the CPU flash-attention kernel (picked only for a last-dim stride
+    of 1) read past its rows (the fuzzer's fwd-nonfinite_aa3f735fae)."""
+    val = traced.meta.get("val") if isinstance(traced, torch.fx.Node) else None
+    if not isinstance(val, torch.Tensor) or tuple(val.shape) != tuple(int(s) for s in tv.sizes):
+        return None
+    if isinstance(tv, BufferView) and same_view(tv.sizes, tv.strides, tuple(val.shape), tuple(val.stride())):
+        return None
+    return meta_strides(val)
 
 
 def _layout_of(ctx, val) -> Layout:
@@ -85,16 +104,19 @@ class ExternTuple(tuple):
     """The outputs of a multi-output extern call; items are created on first use."""
 
 
-def call_aten(ctx, node, args, kwargs, fallback: bool, out_strides=None):
+def call_aten(ctx, node, args, kwargs, fallback: bool, out_strides=None, traced_inputs: bool = True):
     """Lower `node` to an ExternKernel calling its ATen op; returns a BufferView or a tuple.
     `out_strides`: the strides the op returns when they differ from the traced ones (the
     caller changed its inputs' layouts: conv_layout.py); for a tuple-returning op, one entry
-    per item (None: the traced strides)."""
+    per item (None: the traced strides). `traced_inputs`: tensor arguments are passed with
+    the strides the trace saw (copied so where Stax laid them out otherwise); False: as they
+    are (the caller realized them in the layout it wants)."""
     try:
         kernel = _op_name(node.target)
         tensors: list[BufferView] = []
-        targs = encode(ctx, tuple(args), tensors)
-        tkwargs = tuple((k, encode(ctx, v, tensors)) for k, v in sorted(kwargs.items()))
+        targs = encode(ctx, tuple(args), tensors, tuple(node.args) if traced_inputs else None)
+        tkwargs = tuple((k, encode(ctx, v, tensors, node.kwargs.get(k) if traced_inputs else None))
+                        for k, v in sorted(kwargs.items()))
         val = node.meta.get("val")
         if val is None and node.target._schema.returns:
             raise NotEncodable(f"{kernel} has no meta value")

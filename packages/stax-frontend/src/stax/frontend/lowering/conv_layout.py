@@ -144,7 +144,8 @@ def convolution_backward(ctx, node, grad, x, w, *rest, **kwargs):
     w = ctx.realize(w, "conv:channels_last", strides=channels_last_strides(w.sizes))
     per_item = [channels_last_strides(v.shape) if isinstance(v, torch.Tensor) and v.dim() == 4 else None
                 for v in node.meta["val"]]
-    return call_aten(ctx, node, (grad, x, w, *rest), kwargs, fallback=False, out_strides=per_item)
+    return call_aten(ctx, node, (grad, x, w, *rest), kwargs, fallback=False, out_strides=per_item,
+                     traced_inputs=False)
 
 
 def convolution(ctx, node, x, w, *rest, **kwargs):
@@ -154,7 +155,8 @@ def convolution(ctx, node, x, w, *rest, **kwargs):
         return call_aten(ctx, node, (x, w, *rest), kwargs, fallback=False)
     x = ctx.realize(x, "conv:channels_last", strides=channels_last_strides(x.sizes))
     w = ctx.realize(w, "conv:channels_last", strides=channels_last_strides(w.sizes))
-    return call_aten(ctx, node, (x, w, *rest), kwargs, fallback=False, out_strides=channels_last_strides(val.shape))
+    return call_aten(ctx, node, (x, w, *rest), kwargs, fallback=False,
+                     out_strides=channels_last_strides(val.shape), traced_inputs=False)
 
 
 LOWERINGS = table(BUFFER, {aten.convolution.default: convolution,
