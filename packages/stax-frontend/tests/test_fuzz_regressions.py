@@ -211,3 +211,19 @@ def test_attention_on_a_channels_last_convolution():
     fn = lambda a, b, c, d: torch.relu(F.scaled_dot_product_attention(F.conv2d(a, b), c, d))  # noqa: E731
     got = torch.compile(fn, backend="stax", fullgraph=True)(x, w, k, v)
     torch.testing.assert_close(got, fn(x, w, k, v), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.float32])
+def test_repeat_then_view(dtype):
+    """torch's repeat decomposition returned a permuted layout where eager's repeat is contiguous: a
+    following `.view(-1)` failed to trace (ValueError "Cannot view a tensor ... as a tensor with shape")."""
+
+    def fn(x):
+        v = x.repeat((3, 1, 2))
+        v.view(-1).zero_()
+        return v, x.repeat(2, 3).view(-1) * 2
+
+    x = torch.ones(3, 1, dtype=dtype)
+    with config.patch(strict=True):
+        got = torch.compile(fn, backend="stax", fullgraph=True)(x.clone())
+    assert_same(got, fn(x.clone()))

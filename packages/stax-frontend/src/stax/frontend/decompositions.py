@@ -120,10 +120,20 @@ def _index_fill(x, dim, index, value):
     return aten.index_put(x, [None] * (dim % x.dim()) + [index.reshape(-1)], value.to(x.dtype))
 
 
+_TORCH_REPEAT = get_decompositions([aten.repeat])[aten.repeat.default]
+
+
+def _repeat(x, repeats):
+    """torch's repeat decomposition with eager's contiguous result: torch's returns a permuted layout
+    ((6, 1, 3) for eager's (6, 2, 1)), so a later `.view(-1)` fails to trace (a ValueError at compile time)."""
+    return _TORCH_REPEAT(x, repeats).contiguous()
+
+
 # Stax's own decompositions, where torch's (of some supported version) cannot be used.
 OWN = {
     aten.index_fill.int_Scalar: _index_fill,
     aten.index_fill.int_Tensor: _index_fill,
+    aten.repeat.default: _repeat,
 }
 
 
