@@ -13,12 +13,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 
 from .config import ISA_LEVELS
-from .toolchain import PROBE_SETTING, Cache, Toolchain, cache_key, cpu_identity, run_tool
+from .toolchain import Cache, Toolchain, cache_key, check_program, cpu_identity
 
 log = logging.getLogger("stax.cpu")
 
@@ -88,17 +86,7 @@ def allowed_levels() -> list[str]:
 def _probe_level(tc: Toolchain, level: str) -> bool:
     isa = ISAS[level]
     src = _CHECK % {"bytes": isa.vector_bytes or 16, "feature": _FEATURE[level]}
-    with tempfile.TemporaryDirectory(prefix="stax-isa-") as d:
-        exe = Path(d) / "check"
-        cpp = Path(d) / "check.cpp"
-        cpp.write_text(src)
-        res = run_tool([tc.require(), "-O1", *isa.flags, str(cpp), "-o", str(exe)], tc.probe_timeout, PROBE_SETTING)
-        if res.returncode != 0:
-            return False
-        try:
-            return run_tool([str(exe)], tc.probe_timeout, PROBE_SETTING).returncode == 0
-        except OSError:
-            return False
+    return check_program(tc, src, ("-O1", *isa.flags), "stax-isa-") == 0
 
 
 def _record_name() -> str:

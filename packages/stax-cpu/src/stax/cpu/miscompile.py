@@ -20,10 +20,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import tempfile
-from pathlib import Path
 
-from .toolchain import PROBE_SETTING, Cache, Toolchain, cache_key, cpu_identity, run_tool
+from .toolchain import Cache, Toolchain, cache_key, check_program, cpu_identity
 
 log = logging.getLogger("stax.cpu")
 
@@ -75,16 +73,7 @@ def _names(tc: Toolchain, flags: tuple) -> tuple[str, str]:
 def _fails(tc: Toolchain, flags: tuple) -> bool:
     """True when the check, built with `flags`, runs and gives a wrong answer (a check that does not
     build or run says nothing: no workaround)."""
-    with tempfile.TemporaryDirectory(prefix="stax-miscompile-") as d:
-        exe, cpp = Path(d) / "check", Path(d) / "check.cpp"
-        cpp.write_text(_MASKED_SLP_CHECK)
-        res = run_tool([tc.require(), *flags, str(cpp), "-o", str(exe)], tc.probe_timeout, PROBE_SETTING)
-        if res.returncode != 0:
-            return False
-        try:
-            return run_tool([str(exe)], tc.probe_timeout, PROBE_SETTING).returncode == 1
-        except OSError:
-            return False
+    return check_program(tc, _MASKED_SLP_CHECK, flags, "stax-miscompile-") == 1
 
 
 def workaround_flags(tc: Toolchain, cache: Cache, flags: tuple) -> tuple:

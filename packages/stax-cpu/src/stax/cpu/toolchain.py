@@ -97,6 +97,20 @@ def run_tool(cmd: list[str], timeout: float, setting: str = COMPILE_SETTING) -> 
                                        err.decode(errors="replace"))
 
 
+def check_program(tc: Toolchain, source: str, flags, prefix: str) -> int | None:
+    """Build `source` with `flags` in a fresh directory (name prefix `prefix`) and run it: its exit code, or None
+    when it does not build or start (the probes' answer then: no). Timeouts: the probe timeout."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as d:
+        exe, cpp = Path(d) / "check", Path(d) / "check.cpp"
+        cpp.write_text(source)
+        if run_tool([tc.require(), *flags, str(cpp), "-o", str(exe)], tc.probe_timeout, PROBE_SETTING).returncode:
+            return None
+        try:
+            return run_tool([str(exe)], tc.probe_timeout, PROBE_SETTING).returncode
+        except OSError:
+            return None
+
+
 def find_cxx(explicit: str | None = None) -> str:
     """The C++ compiler: `explicit`, else $CXX, else g++ / c++ / clang++ on PATH."""
     for cand in (explicit, os.environ.get("CXX")):
