@@ -155,6 +155,12 @@ def pick_dim(r: random.Random, m: Meta, negative: bool = True) -> int:
     return d - n if negative and r.random() < 0.3 else d
 
 
+def sized_dim(r: random.Random, m: Meta) -> tuple[int, int] | None:
+    """(d, size) of a random dim of m (ndim >= 1), or None when that dim is empty (nothing to index)."""
+    d = r.randrange(m.ndim)
+    return (d, m.shape[d]) if m.shape[d] else None
+
+
 def pick_dims(r: random.Random, m: Meta) -> list[int]:
     if m.ndim == 0:
         return [0]

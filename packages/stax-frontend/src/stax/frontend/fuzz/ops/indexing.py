@@ -4,7 +4,7 @@ x[i, j], non-adjacent), scatter (distinct indices), scatter_add, scatter_reduce,
 
 from __future__ import annotations
 
-from .base import Aux, Emit, Row, add_aux, both, is_float, nonempty, rank_at_least
+from .base import Aux, Emit, Row, add_aux, both, is_float, nonempty, rank_at_least, sized_dim
 
 
 def _index_shape(r, m, d):
@@ -30,10 +30,9 @@ def _gather(r, ms):
 
 def _index_select(r, ms):
     m = ms[0]
-    d = r.randrange(m.ndim)
-    n = m.shape[d]
-    if n == 0:
+    if (dn := sized_dim(r, m)) is None:
         return None
+    d, n = dn
     aux: list = []
     i = add_aux(aux, Aux("index", (r.randint(0, 6),), r.choice(["i64", "i64", "i32"]), low=0, high=n))
     return Emit(f"torch.index_select({{0}}, {d}, {i})", aux=tuple(aux))
@@ -75,10 +74,9 @@ def _scatter_shape(r, m, d, cap_d):
 
 def _scatter(r, ms):
     m = ms[0]
-    d = r.randrange(m.ndim)
-    n = m.shape[d]
-    if n == 0:
+    if (dn := sized_dim(r, m)) is None:
         return None
+    d, n = dn
     aux: list = []
     shape = _scatter_shape(r, m, d, n)
     u = r.random()
@@ -118,10 +116,9 @@ def _index_put(r, ms):
 
 def _index_add(r, ms):
     m = ms[0]
-    d = r.randrange(m.ndim)
-    n = m.shape[d]
-    if n == 0:
+    if (dn := sized_dim(r, m)) is None:
         return None
+    d, n = dn
     aux: list = []
     k = r.randint(1, 6)
     i = add_aux(aux, Aux("index", (k,), "i64", low=0, high=n))

@@ -4,7 +4,7 @@ flatten, narrow, diagonal, unfold, unbind, split, as_strided) and shape-changing
 
 from __future__ import annotations
 
-from .base import Aux, Emit, Row, add_aux, nonempty, pick_dim, rank_at_least
+from .base import Aux, Emit, Row, add_aux, nonempty, pick_dim, rank_at_least, sized_dim
 
 
 def _factor(r, n: int, rank: int) -> list[int]:
@@ -96,10 +96,9 @@ def _slice(r, ms):
 
 def _select(r, ms):
     m = ms[0]
-    d = r.randrange(m.ndim)
-    n = m.shape[d]
-    if n == 0:
+    if (dn := sized_dim(r, m)) is None:
         return None
+    d, n = dn
     i = r.randrange(-n, n)
     u = r.random()
     if u < 0.4:
