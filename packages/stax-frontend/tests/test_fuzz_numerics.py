@@ -41,23 +41,6 @@ def test_std_of_float16_past_the_float16_range_of_its_variance():
         torch.testing.assert_close(torch.compile(fn, backend="stax", fullgraph=True)(x), eager)  # float16 tolerance
 
 
-def test_grouped_padded_conv_gradient_keeps_nan():
-    """bwd-nonfinite_892175a27f: a depthwise conv with padding ran channels-last, whose weight gradient
-    skips the padded taps (eager NCHW multiplies a NaN gradient by their zeros: NaN)."""
-    x = torch.randn(1, 3, 1, 3)
-    w = torch.randn(3, 1, 3, 3)
-
-    def fn(x0, w0):
-        return torch.asin(F.conv2d(x0, w0, None, padding=1, groups=3) * 10)  # |.| > 1: NaN gradient
-
-    cot = [torch.ones(1, 3, 1, 3)]
-    (ye,), (_, ge) = _grads(fn, [x, w], cot, False)
-    (ys,), (_, gs) = _grads(fn, [x, w], cot, True)
-    assert ge.isnan().any()
-    assert torch.equal(gs.isnan(), ge.isnan())
-    torch.testing.assert_close(ys, ye, equal_nan=True)
-
-
 def test_bfloat16_scatter_add_sums_in_float():
     """bwd-value_686ae4eb15: scatter_add into bfloat16 added one term at a time in bfloat16
     (0.65625 + 0.166 - 0.8203 = 0); eager sums in float32 and rounds once (0.00195)."""
