@@ -227,3 +227,30 @@ def test_repeat_then_view(dtype):
     with config.patch(strict=True):
         got = torch.compile(fn, backend="stax", fullgraph=True)(x.clone())
     assert_same(got, fn(x.clone()))
+
+
+def test_cpu_scalar_factory_in_a_cuda_graph():
+    """The backward of `x[m] = 0.1` on cuda makes `zeros([], device=cpu)` as index_put's value (eager
+    allows a CPU scalar operand): the graph ran eagerly ("a tensor moves to cpu"; 15 of 973 graphs of
+    the H200 fuzz run, seed 5). Lowered here with fake cuda tensors; a CPU scalar the graph returns
+    still raises, since it must come back on the CPU."""
+    from stax.frontend.graph_lowering import GraphUnsupported, lower
+    from torch._subclasses import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def backward(t, m):
+        zeros = torch.ops.aten.zeros.default([], dtype=torch.float16, device="cpu")
+        return (torch.ops.aten.index_put.default(t, [m], zeros),)
+
+    def returns_it(t, m):
+        zeros = torch.ops.aten.zeros.default([], dtype=torch.float16, device="cpu")
+        return (torch.ops.aten.index_put.default(t, [m], zeros), zeros)
+
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        t = torch.empty(3, 2, dtype=torch.float16, device="cuda")
+        m = torch.empty(3, dtype=torch.bool, device="cuda")
+        cuda = dict(target="gpu", tensor_device=torch.device("cuda:0"), kind="backward")
+        lowered = lower(make_fx(backward)(t, m), [t, m], config.current(), **cuda)
+        assert not lowered.fallback_ops and len(lowered.graph.outputs) == 1
+        with pytest.raises(GraphUnsupported, match="moves to cpu"):
+            lower(make_fx(returns_it)(t, m), [t, m], config.current(), **cuda)

@@ -81,3 +81,38 @@ def test_max_pool2d_nan_index_is_int64(dtype):
     assert_same((out, xs.grad), (expected, xe.grad))
     m = metrics.snapshot()
     assert (m.graphs_failed, m.graphs_gpu) == (0, 2), m
+
+
+@interpret
+def test_variance_of_one_computed_element_is_nan():
+    """Seed 5 graphs 266 and 424 on the H200: the variance of one element is 0 / 0 (NaN) in eager; with
+    its producer fused (a product), NVPTX contracted `x * y - mean` into one fma, the deviation was the
+    product's rounding error, and the variance came out inf. Kernels with welford_m2 compile without
+    FMA contraction (stax.gpu.compile.kernel_options)."""
+    x = torch.tensor([0.7, 1.3, 2.9])
+    for fn in (lambda a: torch.var(a[:1] * 1.37), lambda a: torch.var((a / -3).sum(), correction=2),
+               lambda a: torch.var_mean(F.rms_norm(a[1:2] * a[2:], (1,)), correction=1)):
+        torch._dynamo.reset()
+        metrics.reset()
+        _gpu_check(fn, x)
+
+
+def test_cpu_scalar_operand_in_a_cuda_backward():
+    """Seed 5 graph 199 and 14 more on the H200: `x[m] = 0.1` on cuda; the backward's
+    `zeros([], device=cpu)` (index_put's value) made the graph run eagerly."""
+    if DEVICE != "cuda":
+        pytest.skip("needs a cuda GPU (the graph device must differ from the scalar's)")
+
+    def fn(x, m):
+        v = torch.var_mean(x, 1, keepdim=True)[1] * 2
+        v[m] = 0.1
+        return v
+
+    x = torch.randn(3, 4, device="cuda", requires_grad=True)
+    m = torch.tensor([True, False, True], device="cuda").view(3, 1)
+    with config.patch(strict=True):
+        got = run_stax(fn, x, m)
+    want = fn(x.detach().clone().requires_grad_(True), m)
+    assert_same(got, want)
+    got.sum().backward()
+    assert x.grad is not None

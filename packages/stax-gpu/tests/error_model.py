@@ -309,7 +309,8 @@ class BoundArith:
         x, e = planes
         if storage.is_floating:
             x = x.astype(F64)
-            if dt.compute_dtype(storage) != storage:
+            # half types, and a value computed wider than its buffer (Scan.out_dtype), round here
+            if dt.compute_dtype(storage) != storage or dt.compute_dtype(computed) != storage:
                 e = e + rounding(x, e, storage)
             x, e = _overflow(x, e, storage)
             return x, e

@@ -101,7 +101,7 @@ def run_node(node, buffers: dict, arith: Arith) -> tuple:
         shape = tuple(sizes)
         vals = eval_value(body.value, index_grid(pvars, sizes), buffers, shape, arith)
         result = arith.scan(body, tuple(np.ascontiguousarray(p) for p in vals)) if _numel(sizes) else vals
-        computed = body.dtype
+        computed = body.dtype if body.out_dtype is None else body.acc_dtype  # (rounded by the store)
     else:
         shape = tuple(sizes)
         result = eval_value(body.value, index_grid(pvars, sizes), buffers, shape, arith)

@@ -2,8 +2,8 @@
 
 import numpy as np
 import pytest
-from gpu_testlib import config, f32, i0, i1, i64, inp, lay, pw, run
-from stax.ir import ComputedBuffer, Graph, Scan, load, op
+from gpu_testlib import bf16, config, f32, f64, i0, i1, i64, inp, lay, pw, run
+from stax.ir import ComputedBuffer, Graph, Scan, cast, load, op
 
 LOOPED = dict(persistent_reduction_max=8, r0_block_cap=8, xblock_cap=4)
 SMALL = dict(xblock_cap=4)
@@ -44,3 +44,25 @@ def test_int64_cumsum_and_a_consumer_in_the_same_kernel():
     g = Graph((inp("x", (n, m), i64),), (c, d), ("buf1",))
     for cfg in (config(**SMALL), config(**LOOPED)):
         run(g, cfg=cfg)
+
+
+@pytest.mark.parametrize("kind", ["cumsum", "cumprod", "cummax", "logcumsumexp"])
+@pytest.mark.parametrize("mode", ["persistent", "looped"])
+@pytest.mark.parametrize("out", ["float32", "bfloat16"])
+def test_scan_stores_its_out_dtype_from_a_wider_accumulator(kind, mode, out):
+    """Scan.out_dtype (the CPU frontend's float32 scans accumulate in float64; half types in float32):
+    the carry and the block scan stay in the accumulator's type, each prefix is rounded by the store,
+    and a consumer in the same kernel reads the rounded value, as it would from memory."""
+    n, m = 6, 21
+    out_dt, acc = (f32, f64) if out == "float32" else (bf16, f32)
+    x = np.random.default_rng(4).uniform(0.6, 1.4, size=(n, m)).astype(np.float32)
+    x[1, 4] = np.nan
+    body = Scan((n, m), 1, kind, cast(load("x", m * i0 + i1, out_dt), acc), out_dt)
+    scan = ComputedBuffer("buf0", lay((n, m), out_dt), body)
+    # x - scan: in float64 (cast back up) it shows whether the consumer saw the rounded prefix
+    diff = pw("buf1", (n, m), op("sub", cast(load("x", m * i0 + i1, out_dt), acc),
+                                 cast(load("buf0", m * i0 + i1, out_dt), acc)))
+    g = Graph((inp("x", (n, m), out_dt),), (scan, diff), ("buf0", "buf1"))
+    module = run(g, cfg=config(**(LOOPED if mode == "looped" else SMALL)), arrays={"x": x},
+                 tol=dict(rtol=1e-12, atol=1e-12) if out == "float32" else None)
+    assert f".to({'tl.float32' if out == 'float32' else 'tl.bfloat16'})" in module.source

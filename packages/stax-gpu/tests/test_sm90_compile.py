@@ -54,6 +54,13 @@ off = compile_schedule(build_schedule(R.example_7_2(), None), config=cfg.with_(p
 ptx = []
 compile_module(off, R.example_7_2(), ptx=ptx, arch=80)
 assert ptx and not any("griddepcontrol" in p for p in ptx)
+# squared deviations of a fused product: no fma (NVPTX contracted x * y - mean: the variance of one element
+# was the product's rounding error squared, not 0; compile.kernel_options turns contraction off)
+prod = op("mul", load("x", i0, f32), load("y", i0, f32))
+wf = Graph((inp("x", (4, 1)), inp("y", (4, 1))), (R.red("buf0", (4, 1), (1,), "welford_m2", prod),), ("buf0",))
+ptx = []
+compile_module(compile_schedule(build_schedule(wf, None), config=cfg), wf, ptx=ptx)
+assert ptx and not any("fma.rn.f32" in p for p in ptx), [p for p in ptx if "fma" in p][:1]
 try:
     compile_module(m, R.example_7_2(), arch=80)
     raise SystemExit("a PDL module compiled for sm_80")

@@ -238,7 +238,26 @@ def test_extern_kernel_text():
 def test_scan_text():
     s = Scan((4, 8), 1, "cumsum", load("x", 8 * i0 + i1, dt.float32))
     assert str(s).startswith("Scan(ranges=[4, 8], axis=1, cumsum)")
+    assert s.out_dtype is None and s.acc_dtype == s.dtype == dt.float32
     assert IndexValue(i0, dt.int64) == index_value(i0)
+
+
+def test_scan_out_dtype_is_the_stored_type_of_a_wider_accumulator():
+    """A float32 cumsum accumulating in float64 stores float32 (Scan.out_dtype): the body's dtype is
+    the stored one, the value's the accumulator's; one spelling per body (equal to the value's: None)."""
+    acc = cast(load("x", 8 * i0 + i1, dt.float32), dt.float64)
+    s = Scan((4, 8), 1, "cumsum", acc, dt.float32)
+    assert s.dtype == dt.float32 and s.acc_dtype == dt.float64 and s.out_dtype == dt.float32
+    assert str(s).startswith("Scan(ranges=[4, 8], axis=1, cumsum, out_dtype=float32)")
+    ComputedBuffer("s", Layout.contiguous((4, 8), dt.float32), s)  # the layout stores the out dtype
+    with pytest.raises(TypeError, match="computes float32"):
+        ComputedBuffer("s", Layout.contiguous((4, 8), dt.float64), s)
+    plain = Scan((4, 8), 1, "cumsum", acc)
+    same = Scan((4, 8), 1, "cumsum", acc, dt.float64)
+    assert same.out_dtype is None and same == plain and str(same) == str(plain)
+    assert same.content_hash() == plain.content_hash() != s.content_hash()
+    with pytest.raises(ValueError, match="out_dtype"):
+        Scan((4, 8), 1, "cummax_index", acc, dt.float32)
 
 
 def test_map_indices_rewrites_every_index_and_keeps_masks_indirects_and_sharing():

@@ -15,6 +15,7 @@ from stax.ir import (
     Pointwise,
     Reduction,
     Scan,
+    cast,
     const,
     from_storage,
     index_value,
@@ -152,6 +153,22 @@ def test_scans(stype):
         better = (lambda u, v: u > v) if stype == "cummax_index" else (lambda u, v: u < v)
         ref = [_cum_index_ref(r, better) for r in rows]
     np.testing.assert_allclose(out, np.array(ref, dtype=out.dtype), rtol=1e-6, equal_nan=True)
+
+
+def test_scan_with_an_out_dtype_rounds_each_prefix_not_the_accumulator():
+    """cumsum of float32 in a float64 accumulator, stored float32 (Scan.out_dtype): the float64
+    prefix sums rounded once, which a float32 running sum (rounded at every step) is not."""
+    a = np.full((2, 4096), 0.1, dtype=np.float32)
+    a[1] = rng.standard_normal(4096)
+    acc = cast(load("x", 4096 * i0 + i1, dt.float32), dt.float64)
+    body = Scan((2, 4096), 1, "cumsum", acc, dt.float32)
+    g = Graph((InputBuffer("x", Layout.contiguous((2, 4096), dt.float32)),),
+              (ComputedBuffer("s", Layout.contiguous((2, 4096), dt.float32), body),), ("s",))
+    out = outputs(g, interpret(g, {"x": a.reshape(-1)}))[0]
+    ref = np.cumsum(a, 1, dtype=np.float64).astype(np.float32)
+    assert out.dtype == np.float32
+    np.testing.assert_array_equal(out, ref)
+    assert (np.cumsum(a, 1, dtype=np.float32) != ref).any()
 
 
 def test_scan_along_outer_axis():

@@ -290,3 +290,23 @@ def test_prefix_rejection_stops_a_large_evaluation_early():
     with mock.patch.object(normalize, "affine_digits", side_effect=AssertionError("evaluated it all")):
         assert tree.grid_digits(e, [v for v, _ in pairs], [s for _, s in pairs]) is None
     assert not _uncached(e, pairs).is_affine
+
+
+def test_digit_recombination_past_the_evaluation_limit():
+    """A flat index split into the digits of two different reshapes is the flat index itself, also over
+    more points than may be evaluated (9,288,972 > MAX_EVAL_POINTS): stax-gpu's kernel of a repeat + pad
+    whose result is read through a (12287, 756) view could not prove its producer's write and its
+    consumer's read the same point (fuzzer, seed 6 graph 254 on the H200)."""
+    c = sympy.Symbol("xindex", integer=True, nonnegative=True)
+    n = 9288972
+    assert n > normalize.MAX_EVAL_POINTS
+    read = 756 * FloorDiv(c, 756) + ModularIndexing(c, 1, 756)
+    write = (3096324 * FloorDiv(c, 3096324) + 1032108 * ModularIndexing(c, 1032108, 3)
+             + 172018 * ModularIndexing(c, 172018, 6) + 24574 * ModularIndexing(c, 24574, 7)
+             + ModularIndexing(c, 1, 24574))
+    flat = normalize.normalize_index(c, [(c, n)])
+    assert normalize.normalize_index(read, [(c, n)]) == flat
+    assert normalize.normalize_index(write, [(c, n)]) == flat
+    # a digit order that is not a chain stays unresolved (conservative: no fusion), not wrong
+    skew = 756 * FloorDiv(c, 756) + ModularIndexing(c, 1, 755)
+    assert normalize.normalize_index(skew, [(c, n)]) != flat

@@ -35,6 +35,9 @@ def test_splittable():
     """Def 7.2 case 3: a pointwise range read as (n, r)."""
     assert splittable((64, 128), 64) and splittable((8192,), 64) and splittable((4, 16, 128), 64)
     assert not splittable((6, 10), 4) and not splittable((128, 64), 48)
+    # a size-0 dim (fuzzer, seed 6 graph 305: a log_softmax backward over a (3, 0, 1, 17) input): no
+    # ZeroDivisionError; the empty loops are read as (0, rest) only
+    assert not splittable((3, 0, 17), 17) and splittable((3, 0, 17), 3) and splittable((0, 17), 0)
 
 
 def _gather_then_sum(gathered: bool):

@@ -10,6 +10,7 @@ stores results. tiles.py and localize.py drive it through `nest_body`, `emit_gro
 from __future__ import annotations
 
 from stax.ir import Load, walk
+from stax.ir import dtypes as dt
 from stax.ir.index_printer import to_c
 
 from . import cpp_ops as co
@@ -324,6 +325,11 @@ class KernelEmitter:
                 lines(f"const {vtype(nl.node.body.value.dtype)} {p} = stax::vec::scan_{VEC_SCANS[nl.accumulate]}"
                       f"({v}, {a.acc});")
                 lines(f"{a.acc} = {p}[{plan.lanes - 1}];")
+                out = dt.compute_dtype(nl.node.layout.dtype)
+                conv = co.vector_convert(nl.node.body.value.dtype, out, p)
+                if conv != p:  # Scan.out_dtype: each prefix rounded on its way to memory
+                    p = self.ctx.tmp()
+                    lines(f"const {vtype(out)} {p} = {conv};")
                 body.store(nl, p, True)
 
         self._block(lines, plan, head.sizes, full, lambda: self.scalar_bodies(lines, group, accs))
@@ -411,8 +417,9 @@ class KernelEmitter:
             a = acc_of[nl.node.name]
             if not a.shared:
                 self.accs.update(lines, a, v)
-            if nl.is_scan:  # inclusive scan: the running value at every step
-                self.store(lines, nl, self.accs.result(a))
+            if nl.is_scan:  # inclusive scan: the running value at every step (as Scan.out_dtype)
+                src, out = (dt.compute_dtype(d) for d in (nl.node.body.value.dtype, nl.node.layout.dtype))
+                self.store(lines, nl, co.convert(src, out, self.accs.result(a)))
 
     def store(self, lines: Lines, nl: NodeLoops, v: str) -> None:
         d = nl.node.layout.dtype

@@ -17,22 +17,102 @@ from .vec_math import VEC_MATH
 LANEWISE = ("VMAP1", "VMAP2", "VMAP2E", "VPRED1")
 
 
-def _prefix_source(lanes: int) -> str:
-    """Inclusive prefix of W lanes under `op`: log2 W steps of `v = op(v, v shifted up by s lanes)`,
-    the lanes shifted in being the identity (`__builtin_shufflevector` takes constant indices)."""
+def _prefix_steps(lanes: int, v: str, ident: str) -> list[str]:
+    """log2 `lanes` steps of `v = step(op, v, v shifted up by s lanes)`, the lanes shifted in being
+    the identity (`__builtin_shufflevector` takes constant indices)."""
     steps, s = [], 1
     while s < lanes:
         idx = ", ".join(str(lanes + c if c < s else c - s) for c in range(lanes))
-        steps.append(f"    v = op(v, __builtin_shufflevector(v, ident, {idx}));")
+        steps.append(f"{v} = step(op, {v}, __builtin_shufflevector({v}, {ident}, {idx}));")
         s *= 2
-    return ("template <class VT, class Op> static inline VT prefix(VT v, VT ident, Op op) {\n" + "\n".join(steps)
-            + "\n    return v;\n}")
+    return steps
+
+
+def _scan_source(lanes: int) -> str:
+    """The vector form's scans: `scan_<op>(v, carry)`, the inclusive prefix of W lanes (log2 W
+    shift-and-combine steps) combined with the carry of the earlier blocks.
+
+    W lanes of 4 bytes are one register. W lanes of 8 bytes (vdouble, vint64: a float32 scan that
+    accumulates in float64, an int64 cumsum) are two, and GCC builds shifts across the pair, and the
+    carry's 128-byte broadcast, through the stack: there each half is scanned in its own register
+    (log2(W/2) steps, the two interleaved), then the upper half takes the lower half's last lane and
+    both the carry (the upper lanes' sums associate differently from the one-register steps, as
+    in-vector sums do anyway). A float64 half's steps add as fma(a, 1, b): the same rounding (a * 1
+    is exact), on the FMA pipes, where AMD's cores have separate FADD ones that the scan's adds
+    saturate (Intel's cores run both on the same ports)."""
+    h = lanes // 2
+    whole = "".join(f"\n    {st}" for st in _prefix_steps(lanes, "v", "ident"))
+    if h < 2:
+        return _SCANS.replace("@STEPS@", whole).replace("@HALVES@", "").replace("@HALF_OPS@", "")
+    steps = [st for pair in zip(_prefix_steps(h, "lo", "id"), _prefix_steps(h, "hi", "id")) for st in pair]
+    halves = (_SCAN_HALVES.replace("@LO@", ", ".join(str(c) for c in range(h)))
+              .replace("@HI@", ", ".join(str(c) for c in range(h, lanes)))
+              .replace("@ALL@", ", ".join(str(c) for c in range(lanes)))
+              .replace("@LAST@", ", ".join([str(h - 1)] * h)).replace("@DUPH@", ", ".join(["e"] * h))
+              .replace("@STEPS@", "".join(f"\n    {st}" for st in steps)))
+    return _SCANS.replace("@STEPS@", whole).replace("@HALF_OPS@", _SCAN_HALF_OPS).replace("@HALVES@", halves)
+
+
+_SCAN_HALF_OPS = r"""
+typedef double vdouble_h __attribute__((vector_size(4 * W)));  // half a vdouble: one register
+typedef int64_t vint64_h __attribute__((vector_size(4 * W)));
+static inline vdouble_h maximum(vdouble_h a, vdouble_h b) { return (a > b || a != a) ? a : b; }
+static inline vdouble_h minimum(vdouble_h a, vdouble_h b) { return (a < b || a != a) ? a : b; }
+static inline vint64_h maximum(vint64_h a, vint64_h b) { return a > b ? a : b; }
+static inline vint64_h minimum(vint64_h a, vint64_h b) { return a < b ? a : b; }"""
+
+_SCAN_HALVES = r"""
+#if defined(__AVX512F__) && STAX_VW == 16
+static inline vdouble_h step(vop_add, vdouble_h a, vdouble_h b) {
+    return __builtin_ia32_vfmaddpd512_mask(a, (vdouble_h){} + 1, b, (unsigned char)-1, 4);
+}
+#elif defined(__FMA__) && STAX_VW == 8
+static inline vdouble_h step(vop_add, vdouble_h a, vdouble_h b) {
+    return __builtin_ia32_vfmaddpd256(a, (vdouble_h){} + 1, b);
+}
+#endif
+template <class HT, class VT, class E, class Op> static inline VT scan_halves(VT v, E ident, E carry, Op op) {
+    HT lo = __builtin_shufflevector(v, v, @LO@);
+    HT hi = __builtin_shufflevector(v, v, @HI@);
+    E e = ident;
+    const HT id = HT{@DUPH@};@STEPS@
+    hi = op(hi, __builtin_shufflevector(lo, lo, @LAST@));
+    e = carry;
+    const HT c = HT{@DUPH@};
+    lo = op(lo, c);
+    hi = op(hi, c);
+    return __builtin_shufflevector(lo, hi, @ALL@);
+}
+template <class T, class Op> static inline vdouble scan_op(vdouble v, T ident, T carry, Op op) {
+    return scan_halves<vdouble_h>(v, (double)ident, (double)carry, op);
+}
+template <class T, class Op> static inline vint64 scan_op(vint64 v, T ident, T carry, Op op) {
+    return scan_halves<vint64_h>(v, (int64_t)ident, (int64_t)carry, op);
+}"""
+
+_SCANS = r"""@HALF_OPS@
+struct vop_add { template <class VT> VT operator()(VT a, VT b) const { return a + b; } };
+struct vop_mul { template <class VT> VT operator()(VT a, VT b) const { return a * b; } };
+struct vop_max { template <class VT> VT operator()(VT a, VT b) const { return maximum(a, b); } };
+struct vop_min { template <class VT> VT operator()(VT a, VT b) const { return minimum(a, b); } };
+template <class Op, class VT> static inline VT step(Op op, VT a, VT b) { return op(a, b); }
+template <class VT, class Op> static inline VT prefix(VT v, VT ident, Op op) {@STEPS@
+    return v;
+}
+template <class VT, class T, class Op> static inline VT scan_op(VT v, T ident, T carry, Op op) {
+    return op(prefix(v, bcast<VT>(ident), op), bcast<VT>(carry));
+}@HALVES@
+template <class VT, class T> static inline VT scan_add(VT v, T carry) { return scan_op(v, T(0), carry, vop_add{}); }
+template <class VT, class T> static inline VT scan_mul(VT v, T carry) { return scan_op(v, T(1), carry, vop_mul{}); }
+// max / min: the carry starts at the lowest / highest value, so it is the identity too
+template <class VT, class T> static inline VT scan_max(VT v, T carry) { return scan_op(v, carry, carry, vop_max{}); }
+template <class VT, class T> static inline VT scan_min(VT v, T carry) { return scan_op(v, carry, carry, vop_min{}); }"""
 
 
 def vec_prelude(lanes: int) -> str:
     maps = [f"STAX_{kind}({name})" for kind in LANEWISE for name in helpers(kind)]
     text = _TEXT.replace("@W@", str(lanes)).replace("@DUP@", ", ".join(["e"] * lanes))
-    text = text.replace("@TRANSPOSE@", transpose_source(lanes)).replace("@PREFIX@", _prefix_source(lanes))
+    text = text.replace("@TRANSPOSE@", transpose_source(lanes)).replace("@SCANS@", _scan_source(lanes))
     return text.replace("@MAPS@", "\n".join(maps)) + VEC_MATH
 
 
@@ -233,23 +313,7 @@ template <class Op, class VT> static inline typename Elem<VT>::t vec_reduce_all(
 // W x W block transpose in registers (tiled form: a load strided along the vector loop)
 @TRANSPOSE@
 // ---- scans along the vector loop: in-register inclusive prefix, then the carry of earlier blocks ----
-@PREFIX@
-struct vop_add { template <class VT> VT operator()(VT a, VT b) const { return a + b; } };
-struct vop_mul { template <class VT> VT operator()(VT a, VT b) const { return a * b; } };
-struct vop_max { template <class VT> VT operator()(VT a, VT b) const { return maximum(a, b); } };
-struct vop_min { template <class VT> VT operator()(VT a, VT b) const { return minimum(a, b); } };
-template <class VT, class T> static inline VT scan_add(VT v, T carry) {
-    return prefix(v, bcast<VT>(0), vop_add{}) + bcast<VT>(carry);
-}
-template <class VT, class T> static inline VT scan_mul(VT v, T carry) {
-    return prefix(v, bcast<VT>(1), vop_mul{}) * bcast<VT>(carry);
-}
-template <class VT, class T> static inline VT scan_max(VT v, T carry) {  // carry starts at the lowest value
-    return maximum(prefix(v, bcast<VT>(carry), vop_max{}), bcast<VT>(carry));
-}
-template <class VT, class T> static inline VT scan_min(VT v, T carry) {
-    return minimum(prefix(v, bcast<VT>(carry), vop_min{}), bcast<VT>(carry));
-}
+@SCANS@
 static inline bool any_lane(vbool m) { bool r = false; for (int i = 0; i < W; ++i) r = r || m[i] != 0; return r; }
 static inline bool all_lanes(vbool m) { bool r = true; for (int i = 0; i < W; ++i) r = r && m[i] != 0; return r; }
 static inline vint64 iota64() { vint64 r; for (int i = 0; i < W; ++i) r[i] = i; return r; }

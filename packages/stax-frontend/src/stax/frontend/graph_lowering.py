@@ -212,11 +212,12 @@ class GraphLowering:
             step *= int(sizes[k])
         return tuple(strides)
 
-    def scan_buffer(self, sizes, axis: int, scan_type: str, value) -> BufferView:
-        """A Scan buffer (inclusive prefix combine along `axis`); `value` uses i0.. over `sizes`."""
+    def scan_buffer(self, sizes, axis: int, scan_type: str, value, out_dtype=None) -> BufferView:
+        """A Scan buffer (inclusive prefix combine along `axis`); `value` uses i0.. over `sizes`
+        and is the accumulator; `out_dtype`: the stored type (default the accumulator's)."""
         ivars = pointwise_vars(len(sizes))
         value = self.simplify_value(value, dict(zip(ivars, sizes)))
-        body = Scan(tuple(sizes), axis, scan_type, value)
+        body = Scan(tuple(sizes), axis, scan_type, value, out_dtype)
         return self.add_computed(body, Layout.contiguous(tuple(sizes), body.dtype, self.device))
 
     def realize(self, tv: TensorValue, reason: str = "buffer", strides=None, follow_reads: bool = False) -> BufferView:
@@ -288,9 +289,27 @@ class GraphLowering:
                 raise GraphUnsupported("symbolic shapes are not supported yet (Part Four)", cause="symbolic shapes")
 
     def check_device(self, device) -> None:
-        """A tensor created or moved to `device` inside the graph must stay on the graph's device."""
-        if device is not None and torch.device(device).type != self.tensor_device.type:
-            raise GraphUnsupported(f"a tensor moves to {device} in a graph on {self.tensor_device}")
+        """A tensor created or moved to `device` inside the graph must stay on the graph's device, except
+        a 0-dim CPU tensor that only feeds ops whose results are on the graph's device: a scalar operand,
+        as eager allows (the backward of `x[m] = 0.1` makes `zeros([], device=cpu)` for index_put)."""
+        if device is None or torch.device(device).type == self.tensor_device.type:
+            return
+        if torch.device(device).type == "cpu" and self._cpu_scalar_operand(self.current):
+            return
+        raise GraphUnsupported(f"a tensor moves to {device} in a graph on {self.tensor_device}")
+
+    def _cpu_scalar_operand(self, node) -> bool:
+        """`node` is a 0-dim tensor every user of which computes on the graph's device."""
+        val = node.meta.get("val") if node is not None else None
+        if not isinstance(val, torch.Tensor) or val.dim() != 0 or not node.users:
+            return False
+        for user in node.users:
+            out = user.meta.get("val")
+            outs = out if isinstance(out, (list, tuple)) else [out]
+            if user.op != "call_function" or not all(
+                    isinstance(o, torch.Tensor) and o.device.type == self.tensor_device.type for o in outs):
+                return False
+        return True
 
     def _get_attr(self, node):
         value = getattr(self.gm, node.target)

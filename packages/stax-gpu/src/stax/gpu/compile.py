@@ -184,13 +184,13 @@ def compile_schedule(schedule, *, extern_kernels=None, config: GpuConfig | None 
             key,
             n_in=len(p.loads),
             n_out=len(p.stores),
-            options=options,
+            options=kernel_options(p, options, config),
         )
         setattr(module, f"launch_{p.index}", launcher)
         names.append(" / ".join(ks.name for ks in vs))
         log.info("%s: %s variants=%s candidates=%d", p.name, vs[0].name, [ks.variant for ks in vs], len(cands))
     if pool is not None:
-        _precompile(pool, module, schedule.graph, autotuner, options)
+        _precompile(pool, module, schedule.graph, autotuner)
     call = module.call
     why_not = why_not_graphed(config, plans, module.ERRORS, _allocated_bytes(schedule))
     if why_not is None:
@@ -226,7 +226,18 @@ def launchers(module) -> list:
     return [getattr(module, n) for n in sorted(vars(module)) if n.startswith("launch_")]
 
 
-def _precompile(pool, module, graph, autotuner, options: dict) -> None:
+def kernel_options(p, options: dict, config: GpuConfig) -> dict:
+    """Triton compile options of kernel `p`: the module's, and FMA contraction off where the kernel
+    computes squared deviations (welford_m2). NVPTX fuses a fused producer's `x * y` with the `- mean`
+    into one fma, so a value minus its own rounded mean is not 0: the variance of one element came out
+    inf, eager's NaN (0 / 0), and of equal elements not 0."""
+    welford = any(getattr(n.node.body, "reduction_type", None) == "welford_m2" for n in p.nodes)
+    if welford and not config.interpret and config.device.startswith("cuda"):
+        return dict(options, enable_fp_fusion=False)
+    return options
+
+
+def _precompile(pool, module, graph, autotuner) -> None:
     """Hand every kernel config the module's launchers may compile to worker processes (precompile.py)."""
     import torch
 
@@ -241,8 +252,8 @@ def _precompile(pool, module, graph, autotuner, options: dict) -> None:
         for cfg in [hit] if hit is not None else cands:  # a tuned choice on disk: only it will be launched
             ks, fn = launcher.variants[cfg.variant]
             try:
-                job = precompile.job_for(ks, fn, [graph.buffer_layout(b).dtype.name for b in ks.args], cfg, options,
-                                         target, module)
+                job = precompile.job_for(ks, fn, [graph.buffer_layout(b).dtype.name for b in ks.args], cfg,
+                                         launcher.options, target, module)
             except (KeyError, ValueError) as e:  # the JIT compiles what cannot be described
                 log.info("stax-gpu: %s %s not precompiled: %s", ks.name, cfg.key(), e)
                 continue

@@ -295,8 +295,9 @@ class Emitter:
         return v
 
     def rounded(self, v: V, storage: dt.DType) -> V:
-        """What a consumer reading buffer `storage` sees: half types round on the way."""
-        if dt.compute_dtype(storage) == storage or v.literal:
+        """What a consumer reading buffer `storage` sees: half types round on the way, and so
+        does a value wider than its buffer (a scan accumulating in float64, Scan.out_dtype)."""
+        if v.literal or (dt.compute_dtype(storage) == storage and dt.compute_dtype(v.dtype) == storage):
             return v
         return self.new(cast(v.src, v.dtype, storage, self.config.math), storage, v.axes)
 

@@ -198,8 +198,9 @@ def cast(src: str, source: dt.DType, target: dt.DType, math_mode: str) -> str:
 
 def store_cast(src: str, computed: dt.DType, storage: dt.DType, math_mode: str) -> str:
     """Convert a computed value to the storage dtype of a buffer."""
-    if storage == dt.bfloat16 and math_mode == "portable":
-        return f"triton_helpers.round_to_bf16({src}).to(tl.bfloat16)"
+    if storage == dt.bfloat16 and math_mode == "portable":  # (from float64: through float32, as to_dtype)
+        inner = src if dt.compute_dtype(computed) == dt.float32 else f"{src}.to(tl.float32)"
+        return f"triton_helpers.round_to_bf16({inner}).to(tl.bfloat16)"
     if storage.is_bool and not computed.is_bool:
         return f"{src} != 0"
     if dt.compute_dtype(storage) == storage and dt.compute_dtype(computed) == storage:

@@ -21,7 +21,7 @@ import sympy
 from . import dtypes as dt
 from .expr import Value, format_lines
 from .index import as_int, contiguous_strides, pointwise_vars, strided_index, sympify
-from .ops import reduction_def, reduction_result_dtype, scan_def, scan_result_dtype
+from .ops import SAME, reduction_def, reduction_result_dtype, scan_def, scan_result_dtype
 
 
 def _exprs(xs) -> tuple[sympy.Expr, ...]:
@@ -153,27 +153,46 @@ class Scan(_Hashed):
     `scan_type` combine of value at every point that agrees with it except that
     i{axis} runs from 0 to its own i{axis}. The scan axis carries a dependence
     (§7.7): it is not a parallel loop; the other dimensions are.
+
+    The running combine carries `value.dtype` (the accumulator, `acc_dtype`). `out_dtype`,
+    when given, is the stored type: each prefix is converted to it as `to_dtype` would,
+    the accumulator is not (a float32 cumsum accumulating in float64 stores float32 in the
+    same kernel, with no float64 buffer). None (or the accumulator's own type): stored as
+    accumulated. Not for the index scans (their result is int64).
     """
 
     ranges: tuple
     axis: int
     scan_type: str
     value: Value
+    out_dtype: dt.DType | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "ranges", _exprs(self.ranges))
-        scan_def(self.scan_type)  # validates the name
+        sdef = scan_def(self.scan_type)  # validates the name
         if not 0 <= self.axis < len(self.ranges):
             raise ValueError(f"scan axis {self.axis} out of range for {len(self.ranges)} dimensions")
+        if self.out_dtype == self.value.dtype:
+            object.__setattr__(self, "out_dtype", None)  # one spelling per body (str, hash)
+        if self.out_dtype is not None and sdef.result != SAME:
+            raise ValueError(f"scan {self.scan_type!r} stores {sdef.result}: it takes no out_dtype")
+
+    @property
+    def acc_dtype(self) -> dt.DType:
+        """The type the running combine carries (= value.dtype)."""
+        return self.value.dtype
 
     @property
     def dtype(self) -> dt.DType:
+        if self.out_dtype is not None:
+            return self.out_dtype
         return scan_result_dtype(self.scan_type, self.value.dtype)
 
     def __str__(self) -> str:
         lines, root = format_lines(self.value)
         body = "".join(f"\n    {ln}" for ln in lines)
-        return f"Scan(ranges={_fmt(self.ranges)}, axis={self.axis}, {self.scan_type}){body}\n    -> {root}"
+        out = f", out_dtype={self.out_dtype}" if self.out_dtype is not None else ""
+        return f"Scan(ranges={_fmt(self.ranges)}, axis={self.axis}, {self.scan_type}{out}){body}\n    -> {root}"
 
 
 SCATTER_MODES = ("add", "set")

@@ -253,16 +253,16 @@ def _block_digits(vars_, sizes, linear, pos, terms, max_eval):
     npoints = 1
     for s in sizes:
         npoints *= s
-    if npoints > max_eval:
-        return None
     expr = sympy.Add(*terms, *(sympy.Integer(linear.get(pos[v], 0)) * v for v in vars_))
-    tree = _IntTree(expr, dict(zip(vars_, sizes)))
-    if not tree.ok:  # something the fixed-width paths do not cover: the general evaluator decides
-        return _reference_digits(expr, vars_, sizes)
-    if npoints >= SYMBOLIC_MIN_POINTS:
+    if npoints >= SYMBOLIC_MIN_POINTS:  # the proof holds whatever the size: also past max_eval
         digits = _flat_digits(expr, vars_, sizes)
         if digits is not None:
             return digits
+    if npoints > max_eval:
+        return None
+    tree = _IntTree(expr, dict(zip(vars_, sizes)))
+    if not tree.ok:  # something the fixed-width paths do not cover: the general evaluator decides
+        return _reference_digits(expr, vars_, sizes)
     return tree.grid_digits(expr, vars_, sizes)
 
 

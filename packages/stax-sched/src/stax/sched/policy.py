@@ -77,10 +77,11 @@ class CpuPolicy:
 
 
 def splittable(sizes: Sequence[int], n: int) -> bool:
-    """Can loops `sizes` be read as (n, rest): a prefix of dims, possibly splitting one, of product n?"""
+    """Can loops `sizes` be read as (n, rest): a prefix of dims, possibly splitting one, of product n?
+    (A size-0 dim makes every longer prefix empty: only n == 0 matches it.)"""
     acc = 1
     for s in sizes:
-        if acc == n or (n % acc == 0 and s % (n // acc) == 0):
+        if acc == n or (acc and n and n % acc == 0 and s % (n // acc) == 0):
             return True
         acc *= s
     return acc == n

@@ -5,7 +5,9 @@ time), the input inlined into the scan body.
 Like eager, cumsum / cumprod of integers and bools accumulate in int64 (or the `dtype`
 argument), half types in float32 with each prefix rounded to the result type, and on the
 CPU float32 in float64 (ATen's CPU accumulate type: a float32 running sum or log-sum-exp
-over a long row drifts by about n ulps, several times eager's error).
+over a long row drifts by about n ulps, several times eager's error). The rounding is the
+scan's own store (`Scan.out_dtype`): one kernel reads the input and writes the result,
+with no buffer of the accumulator type in between.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ from stax.ir.index import pointwise_vars
 from ..tensor import TensorValue, lazy
 from ..views import Unsupported
 from .common import out_dtype
-from .reductions import finish
 from .registry import REDUCTION, table
 
 aten = torch.ops.aten
@@ -29,11 +30,11 @@ def _scan_acc(ctx, want: dt.DType) -> dt.DType:
     return dt.float64 if acc == dt.float32 and ctx.target_info.scan_acc_float64 else acc
 
 
-def scan(ctx, x: TensorValue, dim: int, scan_type: str, acc: dt.DType):
-    """Scan buffer of x (cast to `acc`) along `dim`."""
+def scan(ctx, x: TensorValue, dim: int, scan_type: str, acc: dt.DType, out: dt.DType | None = None):
+    """Scan buffer of x (cast to `acc`) along `dim`, each prefix stored as `out` (default `acc`)."""
     ivars = pointwise_vars(x.ndim)
     value = ctx.builder.cast(x.load(ivars), acc)
-    return ctx.scan_buffer(x.sizes, dim % x.ndim, scan_type, value)
+    return ctx.scan_buffer(x.sizes, dim % x.ndim, scan_type, value, out)
 
 
 def _scalar(ctx, x, want):
@@ -49,7 +50,7 @@ def _cumulative(scan_type):
         if x.ndim == 0:
             return _scalar(ctx, x, want)
         acc = _scan_acc(ctx, want) if want.is_floating else want
-        return finish(ctx, scan(ctx, x, dim, scan_type, acc), want)
+        return scan(ctx, x, dim, scan_type, acc, want)
 
     return low
 
@@ -74,7 +75,7 @@ def logcumsumexp(ctx, node, x, dim):
         raise Unsupported("logcumsumexp of integers")
     if x.ndim == 0:
         return _scalar(ctx, x, want)
-    return finish(ctx, scan(ctx, x, dim, "logcumsumexp", _scan_acc(ctx, want)), want)
+    return scan(ctx, x, dim, "logcumsumexp", _scan_acc(ctx, want), want)
 
 
 LOWERINGS = table(REDUCTION, {
