@@ -6,6 +6,7 @@ import pathlib
 import textwrap
 
 import torch
+import torch.nn.functional as F
 from conftest import assert_same, run_stax
 from stax.frontend import config, metrics
 
@@ -88,3 +89,25 @@ def test_frontend_cse_merges_duplicate_exp(tmp_path):
     out = run_stax(m, x)
     assert_same(out, m(x))
     assert metrics.snapshot().materialized["rule1:expensive_multi_use"] == 1
+
+
+def test_broadcast_operand_is_computed_once_per_channel(tmp_path):
+    """§6.6 rule 6: batch norm in eval mode with hardswish after it (MobileNetV3). The per-channel
+    1/sqrt(var + eps) is read through a broadcast: it gets a 16-element buffer instead of a sqrt and a
+    reciprocal per element of the map, and the normalized map, now cheap, is inlined into hardswish's two
+    uses (it was a rule-1 buffer, written and read back: 2 x 3.2 MB of traffic per layer). The GPU cost
+    table keeps everything inline."""
+    x, w, b = torch.randn(4, 16, 56, 56), torch.randn(16), torch.randn(16)
+    mean, var = torch.randn(16), torch.rand(16) + 0.5
+    m = lambda x: F.hardswish(F.batch_norm(x, mean, var, w, b, training=False))  # noqa: E731
+    with config.patch(debug=True, debug_dir=str(tmp_path / "cpu")):
+        assert_same(run_stax(m, x), m(x))
+    got = metrics.snapshot().materialized
+    assert got["rule6:broadcast_expensive"] == 1 and got["rule1:expensive_multi_use"] == 0, got
+    ir = _dumped(tmp_path / "cpu", "inference")["ir.txt"]
+    assert "float32[16] strides=[1] = Pointwise" in ir and ir.count("= Pointwise") == 2, ir
+    metrics.reset()
+    with config.patch(cpu_costs=config.GPU_COSTS):
+        torch._dynamo.reset()
+        assert_same(run_stax(m, x), m(x))
+    assert metrics.snapshot().materialized["rule6:broadcast_expensive"] == 0

@@ -38,6 +38,10 @@ class DeviceCosts:
     # gather runs where the buffer is computed (many programs) instead of inside the few programs
     # of the reduction (GPU: one program walked 16384 gathered rows of log_softmax+nll in 23 us)
     few_outputs: int = 0
+    # rule 6: a value of n elements whose every user is pointwise over at least this many times n
+    # elements (it is read through a broadcast: batch norm's per-channel 1/sqrt(var + eps)) gets a
+    # buffer when its body costs at least reduction_input_threshold: computed n times, not per element
+    broadcast_ratio: float = 4
 
     def cost(self, name: str) -> int:
         return dict(self.op_cost).get(name, self.default_cost)
@@ -55,7 +59,7 @@ CPU_COSTS = DeviceCosts(
     reduction_input_threshold=4,
 )
 GPU_COSTS = DeviceCosts(op_cost=(), recompute_threshold=float("inf"), reduction_input_threshold=float("inf"),
-                       few_outputs=64)
+                       few_outputs=64, broadcast_ratio=float("inf"))
 
 
 def _env_flag(name: str, default: bool = False) -> bool:

@@ -360,7 +360,8 @@ class GraphLowering:
             users = self.users(node)
             outs = [u.meta["val"].numel() for kind, u in users
                     if kind == "reduction" and isinstance(u.meta.get("val"), torch.Tensor)]
-            reason = materialize.decide(value, [k for k, _ in users], self.cfg, min(outs, default=None))
+            numels = [u.meta["val"].numel() if isinstance(u.meta.get("val"), torch.Tensor) else 0 for _, u in users]
+            reason = materialize.decide(value, [k for k, _ in users], self.cfg, min(outs, default=None), numels)
             if reason is not None:
                 val = node.meta.get("val")
                 strides = conv_layout.preferred_strides(self, node)  # channels-last convolutions' input

@@ -14,7 +14,12 @@ Lazies compose into one expression (§6.3); a value is written to memory only wh
   rule 4  its body is too large (`config.max_body_ops`) for one kernel;
   rule 5  it gathers (an indirect load) and feeds a reduction with few outputs
           (GPU: `few_outputs`): inlined, every gather would run in the reduction's
-          few programs, latency-bound; as a buffer it is computed in parallel.
+          few programs, latency-bound; as a buffer it is computed in parallel;
+  rule 6  every user is pointwise over many times its elements (`broadcast_ratio`: it
+          is read through a broadcast) and its body is not trivial on this device: as
+          a buffer it is computed once per element of its own (batch norm's per-channel
+          1/sqrt(var + eps): 16 values, not once per element of a 4x16x112x112 map),
+          and what reads it becomes cheap enough to inline (CPU; GPU: never).
 
 Reductions are always buffers (their inputs are inlined into their bodies).
 Users are counted through view ops: `e.view(...).sum()` is a user of `e`.
@@ -56,9 +61,11 @@ def body_stats(tv: TensorValue, cfg: Config) -> BodyStats:
     return BodyStats(ops, reads, cost, gathers)
 
 
-def decide(tv: TensorValue, users: list[UserKind], cfg: Config, fewest_outputs: int | None = None) -> str | None:
+def decide(tv: TensorValue, users: list[UserKind], cfg: Config, fewest_outputs: int | None = None,
+           user_numels: list[int] | None = None) -> str | None:
     """The rule that makes `tv` a buffer now, or None to keep it inline. `fewest_outputs`:
-    the smallest output count among the reductions that read it (None: none does)."""
+    the smallest output count among the reductions that read it (None: none does);
+    `user_numels`: the element count of each user, in `users` order (None: unknown)."""
     if not isinstance(tv, Lazy) or not users:
         return None
     if "output" in users:
@@ -79,7 +86,19 @@ def decide(tv: TensorValue, users: list[UserKind], cfg: Config, fewest_outputs: 
         return "rule4:body_size"
     if stats.gathers and fewest_outputs is not None and fewest_outputs <= costs.few_outputs:
         return "rule5:gather_into_few_outputs"
+    if stats.cost >= costs.reduction_input_threshold and _broadcast(tv, users, user_numels, costs.broadcast_ratio):
+        return "rule6:broadcast_expensive"
     return None
+
+
+def _broadcast(tv: TensorValue, users: list[UserKind], user_numels: list[int] | None, ratio: float) -> bool:
+    """Is `tv` read only by pointwise users over at least `ratio` times its own elements?"""
+    if not user_numels or len(user_numels) != len(users) or any(k != "pointwise" for k in users):
+        return False
+    n = 1
+    for s in tv.sizes:
+        n *= int(s)
+    return n > 0 and min(user_numels) >= ratio * n
 
 
 UserKind = str  # 'output' | 'buffer' | 'reduction' | 'pointwise'
