@@ -27,6 +27,7 @@ Users are counted through view ops: `e.view(...).sum()` is a user of `e`.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from stax.ir import Load, Op, walk
@@ -95,9 +96,7 @@ def _broadcast(tv: TensorValue, users: list[UserKind], user_numels: list[int] | 
     """Is `tv` read only by pointwise users over at least `ratio` times its own elements?"""
     if not user_numels or len(user_numels) != len(users) or any(k != "pointwise" for k in users):
         return False
-    n = 1
-    for s in tv.sizes:
-        n *= int(s)
+    n = math.prod(int(s) for s in tv.sizes)
     return n > 0 and min(user_numels) >= ratio * n
 
 
