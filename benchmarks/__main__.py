@@ -40,7 +40,8 @@ def parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--autocast", action="store_true", help="real: float32 weights under torch.autocast(bfloat16)")
     ap.add_argument("--deadline", type=float, default=None,
                     help="start no workload after this many seconds (the rest are reported as skipped)")
-    ap.add_argument("--only", default="", help="comma list of workload name substrings (overrides --quick's pick)")
+    ap.add_argument("--only", default="", help="comma list of workload name prefixes "
+                    "(so t5 does not pick resnet50; overrides --quick's pick)")
     ap.add_argument("--rounds", type=int, default=None, help="interleaved timing rounds (default 25, quick 8)")
     ap.add_argument("--out", default=None, help=f"output directory (default {os.path.relpath(RESULTS)}; "
                                                 f"--quick: {os.path.relpath(SCRATCH)}, not committed)")

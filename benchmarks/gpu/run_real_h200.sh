@@ -16,8 +16,9 @@
 #   SKIP_TESTS=1 BUDGET_S=540 REAL_RUNS="train-fp32 train-bf16" REAL_ONLY=convnext,vit,bert REAL_TAG=b ...
 #   SKIP_TESTS=1 BUDGET_S=540 REAL_RUNS="train-fp32 train-bf16" REAL_ONLY=gpt2,t5,llama,transformer REAL_TAG=c ...
 # Knobs: REAL_RUNS (which runs, in order: infer-fp32 train-fp32 infer-bf16 train-bf16 autocast), REAL_ONLY (model
-# name substrings), REAL_TAG (suffix of the output names, for calls split by model), REAL_ROUNDS (interleaved
-# rounds, default 10), BUDGET_S, SKIP_TESTS=1.
+# name prefixes), REAL_TAG (suffix of the output names, for calls split by model), REAL_ROUNDS (interleaved
+# rounds, default 10), BUDGET_S, SKIP_TESTS=1, DEADLINE_TAIL_S (a run starts no model in its last TAIL_S seconds,
+# default 45: one training row; ~25 is enough for inference rows).
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-benchmarks/results}
@@ -27,6 +28,7 @@ export PYTHONPATH PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 HF_HUB_OFFLINE=1 
 PY=${PYTHON:-python3}
 BUDGET_S=${BUDGET_S:-480}
 ROUNDS=${REAL_ROUNDS:-10}
+TAIL_S=${DEADLINE_TAIL_S:-45}
 RUNS=${REAL_RUNS:-"infer-fp32 train-fp32 infer-bf16 train-bf16"}
 ONLY=${REAL_ONLY:+--only $REAL_ONLY}
 TAG=${REAL_TAG:+-$REAL_TAG}
@@ -71,7 +73,7 @@ for run in "$@"; do
   log="$OUT/real-cuda-$run$TAG.log"
   echo "== $run: share ${share} s =="
   timeout $((share + 60)) $PY -m benchmarks --suite real --device cuda $args $ONLY --rounds "$ROUNDS" \
-    --deadline $((share > 90 ? share - 45 : share / 2)) --out "$OUT" --name "$name$TAG" > "$log" 2>&1
+    --deadline $((share > 2 * TAIL_S ? share - TAIL_S : share / 2)) --out "$OUT" --name "$name$TAG" > "$log" 2>&1
   echo "$run exit code: $?" >> "$log"
   grep -E "^\| |^- \*\*|stax time|exit code|Error|error" "$log" | head -n 40
 done

@@ -376,7 +376,7 @@ def selected(opts: Options) -> list[Workload]:
     else:
         ws = suite(opts.suite)
     if opts.only:
-        ws = [w for w in ws if any(o.lower() in w.name.lower() for o in opts.only)]
+        ws = [w for w in ws if any(w.name.lower().startswith(o.lower()) for o in opts.only)]
     elif opts.quick:
         ws = [w for w in ws if w.quick]
     return ws
