@@ -1,5 +1,6 @@
 """Memory planning (§7.5): lifetimes, M*, reordering, reuse from the free pool, in-place reuse, arena."""
 
+import dataclasses
 import random
 
 from book_graphs import F32, i0, i1, r0, x_input
@@ -170,6 +171,27 @@ def test_in_place_reuse_is_optional():
     inputs_too = SchedulerConfig(max_rounds=0, inplace_reuse=True, inplace_reuse_graph_inputs=True)
     assert "[0] buf1 = primals_1; del primals_1  # reuse" in [
         str(e) for e in schedule(chain(2), CpuPolicy(inputs_too)).memory.events]
+
+
+def test_donated_input_takes_only_its_own_output():
+    """An optimizer step: out = p + g, returned, and the caller then overwrites p with it. Donating
+    (p, out) lets out be written into p's storage; no other output may take it (the caller's copy
+    into p would overwrite that output), and without the pair p is never written."""
+    n = 16
+    p = InputBuffer("p", Layout.contiguous((n,), F32))
+    g = InputBuffer("g", Layout.contiguous((n,), F32))
+    out = pw("out", (n,), op("add", load("p", i0, F32), load("g", i0, F32)))
+    other = pw("other", (n,), op("neg", load("g", i0, F32)))
+    graph = Graph((p, g), (out, other), ("out", "other"))
+    base = SchedulerConfig(max_rounds=0, reorder=False, inplace_reuse=True)
+
+    def reuses(cfg):
+        return {(e.buffer, e.reuses) for e in schedule(graph, CpuPolicy(cfg)).memory.events if e.kind == "reuse"}
+
+    assert reuses(base) == set()
+    assert reuses(dataclasses.replace(base, donated_inputs=(("p", "out"),))) == {("out", "p")}
+    assert reuses(dataclasses.replace(base, donated_inputs=(("g", "out"),))) == set()  # g is read later
+    assert reuses(dataclasses.replace(base, donated_inputs=(("p", "other"),))) == set()  # other never reads p
 
 
 def test_in_place_pair_is_one_storage_in_m_star():

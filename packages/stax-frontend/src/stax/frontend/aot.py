@@ -16,7 +16,7 @@ import torch
 from torch._functorch.aot_autograd import aot_module_simplified
 from torch._functorch.partitioners import default_partition, min_cut_rematerialization_partition
 
-from . import debug, metrics, runtime
+from . import debug, donation, metrics, runtime
 from .config import Config
 from .cse import cse
 from .decompositions import decomposition_table
@@ -31,13 +31,17 @@ log = logging.getLogger("stax.frontend")
 
 
 @no_dynamo  # the backward is compiled inside loss.backward(), maybe in a compiled frame
-def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, kind: str, cfg: Config, input_strides=None):
+def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, kind: str, cfg: Config, input_strides=None,
+                  mutated=None):
     """Compile one ATen graph; on failure run it eagerly (unless cfg.strict). `input_strides`:
-    compile for these input layouts (per placeholder) instead of the examples' (a variant)."""
+    compile for these input layouts (per placeholder) instead of the examples' (a variant);
+    `mutated`: the inputs AOTAutograd overwrites with the first outputs (donation.py; None: ask it)."""
     from stax.ir import ExternKernel
     from stax.sched import schedule as make_schedule
 
     t0 = time.perf_counter()
+    if mutated is None:
+        mutated = donation.mutated_inputs(kind)
     lowered = sched = module = None
     target = None
     try:
@@ -51,9 +55,11 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, kind: str, cfg: C
             return eager_callable(gm)
         cse(gm)
         lowered = lower(gm, example_inputs, cfg, target, device, kind=kind, input_strides=input_strides)
-        sched = make_schedule(lowered.graph, TARGETS[target].policy(cfg)) if lowered.graph.nodes else None
+        policy = TARGETS[target].policy(cfg, donation.donated_pairs(lowered, mutated))
+        sched = make_schedule(lowered.graph, policy) if lowered.graph.nodes else None
+        donation.return_inputs(lowered, sched, mutated)
         module = build_module(lowered, sched, cfg, target, device)
-        variant = functools.partial(compile_graph, gm, example_inputs, kind=kind, cfg=cfg)
+        variant = functools.partial(compile_graph, gm, example_inputs, kind=kind, cfg=cfg, mutated=mutated)
         compiled = CompiledGraph(lowered, module, device, respecialize=lambda strides: variant(input_strides=strides))
         if input_strides is None:
             report_output_strides(lowered)
@@ -122,7 +128,8 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs, cfg: Config):
         bw_compiler=compiler("backward"),
         inference_compiler=compiler("inference"),
         partition_fn=PARTITIONERS[cfg.partitioner],
-        decompositions=decomposition_table(),
+        decompositions=decomposition_table(foreach=cfg.foreach_kernels and not any(
+            isinstance(x, torch.Tensor) and x.device.type != "cpu" for x in example_inputs)),
     )
 
 

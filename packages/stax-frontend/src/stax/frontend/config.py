@@ -88,6 +88,9 @@ class Config:
     partitioner: how AOTAutograd splits a training graph into forward and backward: 'min_cut'
       (its min-cut rematerialization, Inductor's: cheap pointwise values are recomputed in the
       backward instead of saved) or 'default' (save what the backward reads).
+    foreach_kernels: CPU graphs split `_foreach_*` ops (foreach=True optimizers) into per-tensor
+      Stax kernels that write the updated tensors in place (foreach_decomps.py, donation.py);
+      env STAX_FOREACH_KERNELS=0 keeps them as ATen fallbacks.
     scheduler / cpu / gpu_options: stax.sched's SchedulerConfig, stax.cpu's CpuConfig and
       overrides of stax.gpu's GpuConfig (an optional package: given as field/value pairs);
       `torch.compile(..., options={"cpu.isa": "avx2", "scheduler.max_fusion_nodes": 64})` sets
@@ -111,6 +114,7 @@ class Config:
     conv_channels_last: bool = True  # env STAX_CONV_CHANNELS_LAST
     follow_read_order: bool = True  # env STAX_FOLLOW_READ_ORDER
     partitioner: str = "min_cut"  # env STAX_PARTITIONER: AOTAutograd's forward/backward split
+    foreach_kernels: bool = True  # env STAX_FOREACH_KERNELS
     # the lower packages' own configs (their fields read their env vars where they say so)
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)  # the targets' policies start here
     cpu: CpuConfig = field(default_factory=CpuConfig)  # stax.cpu's code generation and toolchain
@@ -165,6 +169,7 @@ def from_env() -> Config:
         conv_channels_last=_env_flag("STAX_CONV_CHANNELS_LAST", c.conv_channels_last),
         follow_read_order=_env_flag("STAX_FOLLOW_READ_ORDER", c.follow_read_order),
         partitioner=os.environ.get("STAX_PARTITIONER", c.partitioner),
+        foreach_kernels=_env_flag("STAX_FOREACH_KERNELS", c.foreach_kernels),
     )
 
 

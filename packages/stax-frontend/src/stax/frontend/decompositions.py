@@ -14,6 +14,7 @@ import functools
 import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
 
+from .foreach_decomps import foreach_decompositions
 from .lowering.extern import EXTERN_OPS
 
 aten = torch.ops.aten
@@ -148,6 +149,12 @@ def _table():
     return {op: fn for op, fn in table.items() if op not in keep}
 
 
-def decomposition_table() -> dict:
-    """{OpOverload: decomposition} for aot_module_simplified (a fresh dict each call)."""
-    return dict(_table())
+def decomposition_table(foreach: bool = False) -> dict:
+    """{OpOverload: decomposition} for aot_module_simplified (a fresh dict each call). `foreach`:
+    split `_foreach_*` ops into per-tensor ops (foreach_decomps.py) — for CPU graphs, where each
+    becomes a kernel writing its parameter in place; on cuda they stay one library call (torch's
+    multi-tensor kernels: a kernel per parameter has not been measured against them there)."""
+    table = dict(_table())
+    if foreach:
+        table.update(foreach_decompositions())
+    return table

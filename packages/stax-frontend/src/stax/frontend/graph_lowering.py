@@ -57,10 +57,10 @@ log = logging.getLogger("stax.frontend")
 @dataclass(frozen=True)
 class OutputSpec:
     """How output k of the FX graph is rebuilt: from graph output `index`, from input
-    `index` (a view of it when `view` is set), as a view of graph output `index`, or a
-    Python constant."""
+    `index` (a view of it when `view` is set), as a view of graph output `index`, a
+    Python constant, or (donation.py) input `value` when graph output `index` was written into it."""
 
-    kind: str  # 'buffer' | 'input' | 'view_of_output' | 'const'
+    kind: str  # 'buffer' | 'input' | 'view_of_output' | 'const' | 'donated' (buffer `index` written into input `value`)
     index: int = -1
     view: tuple | None = None  # (sizes, strides, offset) in elements
     value: object = None

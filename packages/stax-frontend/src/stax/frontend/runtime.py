@@ -270,7 +270,8 @@ class CompiledGraph:
             spec.kind == "buffer" and spec.index == k for k, spec in enumerate(self.outputs)
         )
         # inputs an output is (a view of): the only ones this call keeps a reference to
-        self._returned_inputs = tuple(sorted({spec.index for spec in self.outputs if spec.kind == "input"}))
+        self._returned_inputs = tuple(sorted({spec.index for spec in self.outputs if spec.kind == "input"}
+                                             | {spec.value for spec in self.outputs if spec.kind == "donated"}))
 
     def _conform_inputs(self, inputs: list):
         """Every input as compiled (one comparison per property); else the careful path.
@@ -360,6 +361,9 @@ class CompiledGraph:
             elif kind == "input":
                 t = originals[index]
                 result.append(t if view is None else _view(t, view))
+            elif kind == "donated":  # written into input `value` in place (donation.py): return the input
+                t, out = originals[value], outs[index]
+                result.append(t if t.data_ptr() == out.data_ptr() else out)
             else:
                 result.append(value)
         return result if self.is_tuple else result[0]

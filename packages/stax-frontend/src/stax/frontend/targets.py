@@ -25,23 +25,25 @@ class Target:
     name: str  # routing.CPU | routing.GPU
     ir_device: str  # the stax.ir device of the generated code: 'cpu' | 'cuda'
     costs: Callable[[Config], DeviceCosts]  # §6.6 rules 1, 3, 5
-    policy: Callable[[Config], object]  # stax.sched's fusion policy
+    policy: Callable[[Config, tuple], object]  # stax.sched's fusion policy (config, donated input pairs)
     channels_last_convs: bool  # 2-D convolutions run on NHWC memory (oneDNN: conv_layout.py)
     scan_acc_float64: bool  # float32 scans accumulate in float64 (ATen's CPU accumulate type)
     atomic_add: Callable[[dt.DType], bool]  # an accumulating scatter into this dtype is supported
     wrapper_names: Callable[[], tuple]  # (names, prefixes) its generated wrapper binds: IR inputs avoid them
 
 
-def _cpu_policy(cfg: Config):
+def _cpu_policy(cfg: Config, donated: tuple = ()):
     """The default policy with §7.5's in-place reuse (a pointwise kernel writes into the dying
-    buffer it reads at its write index: a batch-norm backward's gradient over the convolution's)."""
+    buffer it reads at its write index: a batch-norm backward's gradient over the convolution's;
+    an optimizer step's new parameter into the donated old one: donation.py)."""
     from stax.sched import CpuPolicy
 
-    return CpuPolicy(dataclasses.replace(cfg.scheduler, inplace_reuse=True))
+    return CpuPolicy(dataclasses.replace(cfg.scheduler, inplace_reuse=True, donated_inputs=donated))
 
 
-def _gpu_policy(cfg: Config):
-    """GPU fusion by element counts (Def 7.2), dependent reductions (softmax) in one kernel."""
+def _gpu_policy(cfg: Config, donated: tuple = ()):
+    """GPU fusion by element counts (Def 7.2), dependent reductions (softmax) in one kernel.
+    No in-place reuse (`donated` unused): stax.gpu's plans have not been measured with it."""
     from stax.sched import GpuPolicy
 
     return GpuPolicy(dataclasses.replace(cfg.scheduler, fuse_dependent_reductions=True))

@@ -21,6 +21,9 @@ class SchedulerConfig:
     reuse: bool = True  # 7.5: reuse freed buffers of the same device/dtype/size
     inplace_reuse: bool = False  # 7.5: write a node's result into a dying input it reads at the same index
     inplace_reuse_graph_inputs: bool = False  # also into graph inputs (only if the caller donates them)
+    # (graph input, graph output) pairs: the output may be written into that input's storage in place
+    # (the caller overwrites the input with it after the call: AOTAutograd's data-mutated inputs)
+    donated_inputs: tuple = ()
     plan_arena: bool = False  # 7.5: storage pool with fixed offsets (inference)
     arena_alignment: int = 64  # bytes; every buffer in the arena starts at a multiple of this
     pause_gc: bool = True  # hold Python's cyclic collector while scheduling (about 2x faster on big graphs)

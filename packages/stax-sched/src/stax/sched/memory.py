@@ -43,7 +43,7 @@ def _inplace_candidate(g, snode, step, life, model, config, taken) -> str | None
         info = model.buffers.get(r)
         if info is None or r in taken or info.is_output or not isinstance(d, MemoryDep):
             continue
-        if info.is_input and not config.inplace_reuse_graph_inputs:
+        if info.is_input and not (config.inplace_reuse_graph_inputs or (r, snode.buffer) in config.donated_inputs):
             continue
         lo, hi = life[r]
         if hi != step or (lo == step and not info.is_input):
