@@ -71,3 +71,51 @@ def test_nhwc_pool_is_a_vertical_vector_reduction(level_cfg):
     first_window_loop = src.index("for (int64_t x4")
     assert src.index("stax::vec::sqrt(") < first_window_loop
     assert len(re.findall(r"stax::vec::sqrt\(", src)) == 1
+
+
+def _pool_with_indices_graph():
+    """A training max pool over NHWC memory as the frontend lowers it: the window's max, its
+    argmax, the position of its last NaN (-1 without one) and the flat input index from those two
+    (max_pool2d_with_indices), all over [N, C, OH, OW] in NHWC layout: one outer-loop fusion."""
+    x = ir.InputBuffer("x", ir.Layout("cpu", F32, (N, C, H, W), _nhwc((N, C, H, W))))
+    n, c, oh, ow = ir.pointwise_vars(4)
+    r0, r1 = ir.reduction_vars(2)
+    ih, iw = 2 * oh - 1 + r0, 2 * ow - 1 + r1
+    clamp = lambda e, hi: sympy.Max(0, sympy.Min(hi - 1, e))  # noqa: E731
+    v = ir.load("x", H * W * C * n + c + W * C * clamp(ih, H) + C * clamp(iw, W), F32)
+    inside = None
+    for e, hi in ((ih, H), (iw, W)):
+        iv = ir.index_value(e)
+        cond = ir.op("logical_and", ir.op("ge", iv, ir.const(0, dt.int64)), ir.op("lt", iv, ir.const(hi, dt.int64)))
+        inside = cond if inside is None else ir.op("logical_and", inside, cond)
+    v = ir.op("where", inside, v, ir.const(float("-inf"), F32))
+    out_layout = lambda d: ir.Layout("cpu", d, (N, C, OH, OW), _nhwc((N, C, OH, OW)))  # noqa: E731
+    sizes = (N, C, OH, OW)
+    vals = ir.ComputedBuffer("vals", out_layout(F32), ir.Reduction(sizes, (3, 3), "max", v))
+    arg = ir.ComputedBuffer("arg", out_layout(dt.int64), ir.Reduction(sizes, (3, 3), "argmax", v))
+    nan_at = ir.op("where", ir.op("isnan", v), ir.index_value(3 * r0 + r1), ir.const(-1, dt.int64))
+    last_nan = ir.ComputedBuffer("last_nan", out_layout(dt.int64), ir.Reduction(sizes, (3, 3), "max", nan_at))
+    idx = OH * OW * C * n + c + OW * C * oh + C * ow
+    r = ir.op("where", ir.op("ge", ir.load("last_nan", idx, dt.int64), ir.const(0, dt.int64)),
+              ir.load("last_nan", idx, dt.int64), ir.load("arg", idx, dt.int64))
+    three = ir.const(3, dt.int64)
+    row = ir.op("add", ir.index_value(2 * oh - 1), ir.op("floordiv", r, three))
+    col = ir.op("add", ir.index_value(2 * ow - 1), ir.op("remainder", r, three))
+    flat = ir.op("add", ir.op("mul", row, ir.const(W, dt.int64)), col)
+    where = ir.ComputedBuffer("where", out_layout(dt.int64), ir.Pointwise(sizes, flat))
+    return ir.Graph((x,), (vals, arg, last_nan, where), ("vals", "where"))
+
+
+def test_nhwc_pool_with_indices_runs_its_channel_loop_innermost(level_cfg):
+    """The outer-loop fusion of the four nodes shares all four pointwise loops; in logical order
+    the channel loop sat outside H and W and every store stepped by C. In the outputs' memory order
+    (nests._in_memory_order) the stores are contiguous along the innermost loop."""
+    vals = {"x": np.random.default_rng(1).standard_normal((N, C, H, W)).astype(np.float32)}
+    vals["x"][0, 3, 5, 5] = np.nan  # the last-NaN path
+    ours, ref, mod = run_both(_pool_with_indices_graph(), vals, level_cfg)
+    assert_close(ours[0], ref[0], F32, what="vals")
+    assert_close(ours[1], ref[1], dt.int64, what="indices")
+    src = mod.source[mod.source.index('extern "C" int kernel0'):]
+    stores = re.findall(r"out_ptr\d+\[\(([^\]]*)\)\] =", src)
+    assert stores and all(s.replace(" ", "").endswith("+x3") for s in stores), stores
+    assert f"for (int64_t x3 = 0; x3 < {C}" in src

@@ -130,6 +130,21 @@ def _blocks_vertical(nls: list[NodeLoops], depth: int) -> bool:
     return False
 
 
+def _in_memory_order(nodes: list, depth: int, merge: bool) -> Nest | None:
+    """An outer-loop fusion over every pointwise dim of its nodes, with those dims in their
+    outputs' memory order (node_loops' write order) where that differs from the logical one and
+    stays legal: a channels-last max pool with indices (max, argmax, the flat index: 4 nodes
+    over [N, C, H, W]) ran C outside H and W, every store strided by C."""
+    if any(len(n.body.ranges) != depth for n in nodes):
+        return None  # a node has pointwise dims the fusion does not share: their order is its own
+    nls = [node_loops(n, merge=merge) for n in nodes]
+    npoint = {nl.npoint for nl in nls}
+    if len(npoint) != 1 or nls[0].store_index() == node_loops(nodes[0], protect=depth, merge=merge).store_index():
+        return None  # nodes disagree, or nothing moved
+    d = npoint.pop()
+    return Nest(d, share_groups(nls)) if d and _outer_fusable(nls, d) else None
+
+
 def plan_nests(kernel: Kernel, graph: Graph, merge: bool = True) -> list[Nest]:
     nodes = [graph.node(n) for n in kernel.nodes]
     assert all(isinstance(n, ComputedBuffer) for n in nodes), kernel
@@ -148,6 +163,9 @@ def plan_nests(kernel: Kernel, graph: Graph, merge: bool = True) -> list[Nest]:
                 log.info("%s: outer loops shared to depth %d, not %d: a reduction vectorizes along loop %d",
                          kernel.name, depth - 1, depth, depth - 1)
                 return nests
+        ordered = _in_memory_order(nodes, depth, merge)
+        if ordered is not None:
+            return [ordered]
         if _outer_fusable(nls, depth):
             return [Nest(depth, share_groups(nls))]
         log.warning(
