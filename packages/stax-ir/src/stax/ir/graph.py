@@ -338,7 +338,8 @@ class Graph(_Hashed):
         object.__setattr__(self, "inputs", tuple(self.inputs))
         object.__setattr__(self, "nodes", tuple(self.nodes))
         object.__setattr__(self, "outputs", tuple(self.outputs))
-        self._check_size_symbols()
+        if self.size_vars:  # (a static graph pays nothing; a stray symbol there fails at its first as_int)
+            self._check_size_symbols()
         names = [i.name for i in self.inputs] + [n.name for n in self.nodes]
         if len(set(names)) != len(names):
             raise ValueError(f"duplicate buffer names in graph: {names}")

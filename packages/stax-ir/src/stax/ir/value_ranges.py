@@ -89,11 +89,20 @@ def var_range_map(var_ranges: Mapping | None) -> dict:
     `size_vars.value_ranges`) bound the symbolic sizes of the others: {s0: [2, 64], i0: s0}
     gives i0 the range [0, 63].
     """
-    items = (var_ranges or {}).items()
-    known = {s: r for s, r in items if isinstance(r, ValueRange)}
     out = {}
-    for s, r in items:
-        out[s] = r if isinstance(r, ValueRange) else _size_range(r, known)
+    symbolic = []
+    for s, r in (var_ranges or {}).items():
+        if isinstance(r, ValueRange):
+            out[s] = r
+        else:
+            r = sympify(r)
+            if r.is_Integer:
+                out[s] = ValueRange(0, max(int(r) - 1, 0))
+            else:
+                symbolic.append((s, r))
+    if symbolic:  # bounded by the ranges given in the same mapping (loop variables' and size symbols')
+        known = {s: r for s, r in var_ranges.items() if isinstance(r, ValueRange)}
+        out.update((s, _size_range(r, known)) for s, r in symbolic)
     return out
 
 
