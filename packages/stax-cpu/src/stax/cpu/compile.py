@@ -22,7 +22,7 @@ from .frame import KernelSource
 from .kernel import emit_kernel
 from .malloc_tuning import tune_malloc
 from .prelude import PRELUDE
-from .regions import ERR_SLOT, RegionPlanner, emit_region
+from .regions import ERR_SLOT, RegionPlanner, emit_region, storage_roots
 from .scatter import emit_scatter_kernel
 from .vec_prelude import vec_prelude
 from .wrapper import wrapper_source
@@ -70,6 +70,8 @@ def generate_kernels(schedule: Schedule, config: CpuConfig, isa: isa_mod.Isa, th
     region of consecutive loop-nest kernels (`KernelSource.kernels`, regions.py)."""
     vector_bytes = isa.vector_bytes if config.vectorize else 0
     stream_bytes = config.stream_bytes if isa.vector_bytes else None
+    if schedule.graph.size_vars:
+        return _symbolic_kernels(schedule, config, threads)
     planner = RegionPlanner(schedule, merge=True, vector_bytes=vector_bytes, tile=config.tile, threads=threads,
                             localize=config.localize, localize_bytes=config.localize_bytes,
                             escaping_of=lambda k: escaping_buffers(schedule, k))
@@ -96,6 +98,22 @@ def generate_kernels(schedule: Schedule, config: CpuConfig, isa: isa_mod.Isa, th
     return out
 
 
+def _symbolic_kernels(schedule: Schedule, config: CpuConfig, threads: int) -> list[KernelSource]:
+    """Kernels of a symbolic-shape graph: sizes are `int64_t` arguments, loops run to them. This first
+    form is the scalar one, one function per kernel (no vector or tiled forms, regions, kernel-local
+    arrays or split reductions yet: their decisions need the sizes); Algorithm 8.1's depth is taken at
+    the size hints (any depth is correct)."""
+    out: list[KernelSource] = []
+    roots = storage_roots(schedule)
+    for k in schedule.kernels:
+        if k.kind == SCATTER:
+            raise NotImplementedError(f"{k.name}: scatter kernels with symbolic sizes are not supported yet")
+        if k.kind != EXTERN:
+            out.append(emit_kernel(k, schedule.graph, threads, config.min_chunk, vector_bytes=0, escaping=None,
+                                   tile=False, stream_bytes=None, huge_bytes=None, roots=roots))
+    return out
+
+
 KERNELS_PER_UNIT = 8
 
 
@@ -116,7 +134,8 @@ def unit_source(kernels: list[KernelSource], isa: isa_mod.Isa) -> str:
 # What the generated wrapper binds besides the IR's buffer names: a graph input with one of these
 # names would shadow a helper (a backward's saved `as_strided` did); callers keep their names clear
 WRAPPER_NAMES = frozenset({"empty_strided", "data_ptr", "as_strided", "check_input", "new_err", "addressof",
-                           "raise_error", "fix_layout", "call", "call_unchecked", "args", "err", "errp"})
+                           "raise_error", "fix_layout", "call", "call_unchecked", "args", "err", "errp",
+                           "size_of", "check_size_range"})  # (and a symbolic graph's size names, s0, ...)
 WRAPPER_PREFIXES = ("k_", "ext_", "consts_", "dt_")
 
 
@@ -165,7 +184,8 @@ def compile_schedule(schedule: Schedule, *, allocator=None, extern_kernels=None,
         lib = toolchain.load(path, src, tc, flags, cache)
         for ks in gr:
             fn = getattr(lib, ks.name)
-            fn.argtypes = [ctypes.c_void_p] * (len(ks.params) + 1)
+            fn.argtypes = ([ctypes.c_void_p] * len(ks.params) + [ctypes.c_int64] * len(ks.size_params)
+                           + [ctypes.c_void_p])
             fn.restype = ctypes.c_int
             ns[f"k_{ks.name}"] = fn
 
@@ -193,6 +213,8 @@ def compile_schedule(schedule: Schedule, *, allocator=None, extern_kernels=None,
         data_ptr=allocator.data_ptr,
         as_strided=getattr(allocator, "as_strided", None),
         check_input=_input_checker(allocator),
+        size_of=lambda buf, dim, ndim, name: runtime.size_of(allocator, buf, dim, ndim, name),
+        check_size_range=runtime.check_size_range,
         new_err=runtime.new_error_array if slots == 1 else (lambda: (ctypes.c_int64 * (ERR_SLOT * slots))()),
         addressof=ctypes.addressof,
         raise_error=raise_error,
@@ -200,7 +222,7 @@ def compile_schedule(schedule: Schedule, *, allocator=None, extern_kernels=None,
         **{f"dt_{d.name}": d for d in dt.ALL_DTYPES},
     )
     local = {b for k in kernels for b in k.local}
-    wsrc = wrapper_source(schedule, {k.name: k.params for k in kernels}, externs, local,
+    wsrc = wrapper_source(schedule, {k.name: k.params + k.size_params for k in kernels}, externs, local,
                           {k.name: k.kernels for k in kernels if len(k.kernels) > 1}, bound)
     if ns["as_strided"] is None and "as_strided(" in wsrc:
         raise RuntimeError("memory plan reuses a buffer with another layout but the allocator has no as_strided")

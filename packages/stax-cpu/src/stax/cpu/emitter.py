@@ -65,7 +65,12 @@ class KernelEmitter:
 
     # ---- loops ----
     def _range(self, k: int, sizes) -> tuple[str, str]:
-        return self.bounds.get(k, ("0", str(sizes[k])))
+        n = sizes[k]  # a symbolic size is a kernel argument: printed as C (s0, s0*s1)
+        return self.bounds.get(k, ("0", str(n) if isinstance(n, int) else to_c(n)))
+
+    def hint(self, n) -> int:
+        """A loop size at the graph's size hints (decisions that are correct at any size: parallel depth)."""
+        return n if isinstance(n, int) else self.ctx.graph.size_vars.hint(n)
 
     def open_loops(self, lines: Lines, sizes, start: int, stop: int, stack) -> None:
         for k in range(start, stop):
@@ -85,12 +90,12 @@ class KernelEmitter:
         else:
             head = nest.groups[0][0]
             ranges = head.sizes[: head.npoint]
-        return parallel_depth(ranges, nest.total(), self.threads, self.min_chunk)
+        return parallel_depth([self.hint(r) for r in ranges], self.hint(nest.total()), self.threads, self.min_chunk)
 
     def splits(self, nest: Nest) -> bool:
         """A full reduction (Algorithm 8.1 finds no loop outside the reduced dims) with at least
         `min_chunk` iterations per thread: its outermost reduction loop is split over the threads."""
-        if self.threads <= 1 or nest.outer or len(nest.groups) != 1:
+        if self.threads <= 1 or nest.outer or len(nest.groups) != 1 or self.ctx.graph.size_vars:
             return False
         group = nest.groups[0]
         head = group[0]

@@ -1,7 +1,8 @@
 """The function frame of a generated C++ kernel: naming, signature, pointers and local buffers.
 
 A kernel is one `extern "C"` function taking one pointer per buffer (in_ptrK read-only, out_ptrK
-written, as in Listing 7.1) and an error array. `KernelContext` names its pointers and temporaries,
+written, as in Listing 7.1), the graph's symbolic sizes (`int64_t s0`, ...: dynamic shapes) and an
+error array. `KernelContext` names its pointers and temporaries,
 `bind_pointers` decides them, `signature` prints the parameter list, and `local_buffers` turns
 intermediates that live inside one outer-loop-fused nest into per-iteration arrays. `Lines` is the
 indented text every emitter writes into; `KernelSource` is what a kernel (or region) compiles to.
@@ -56,6 +57,7 @@ class KernelContext:
     streaming: frozenset = frozenset()  # outputs large enough for non-temporal vector stores
     huge: tuple = ()  # (pointer, bytes) of outputs advised to use transparent huge pages
     prefetch: int = 0  # bytes ahead to prefetch contiguous vector loads of memory buffers (0: none)
+    sizes: tuple = ()  # names of the size symbols passed as arguments (a symbolic-shape graph's table)
 
     def ptr(self, buf: str) -> str:
         if buf in self.local:
@@ -97,6 +99,7 @@ class KernelSource:
     local: tuple = ()  # buffers that became kernel-local (the wrapper allocates nothing for them)
     kernels: tuple = ()  # schedule kernels this function runs, in order (a region); () = just `name`
     err_slots: int = 1  # error records [code, a, b, c] in `err`, one per kernel of a region
+    size_params: tuple = ()  # size symbols passed after the pointers (int64_t), in this order
 
 
 def signature(ctx: KernelContext, roots: dict | None = None, err_name: str = "err") -> str:
@@ -111,6 +114,7 @@ def signature(ctx: KernelContext, roots: dict | None = None, err_name: str = "er
         const = "const " if b in ctx.in_ptrs else ""
         restrict = " __restrict__" if count[roots.get(b, b)] == 1 else ""
         params.append(f"{const}{co.storage_ctype(ctx.graph.buffer_layout(b).dtype)}*{restrict} {p}")
+    params += [f"const int64_t {s}" for s in ctx.sizes]
     params.append(f"int64_t* __restrict__ {err_name}")
     return f'extern "C" int {ctx.name}({", ".join(params)})'
 

@@ -26,8 +26,8 @@ def emit_kernel(kernel: Kernel, graph: Graph, threads: int, min_chunk: int = 512
     `escaping`: buffers read outside this kernel (or graph outputs); the others may become
     kernel-local (None: every buffer escapes). `roots`: buffer -> its storage (regions.storage_roots)."""
     nests = plan_nests(kernel, graph, merge=merge)
-    ctx = KernelContext(kernel.name, graph)
-    if escaping is not None:
+    ctx = KernelContext(kernel.name, graph, sizes=tuple(r.symbol.name for r in graph.size_vars.rows))
+    if escaping is not None and not graph.size_vars:  # (symbolic sizes: no kernel-local arrays yet)
         ctx.local = local_buffers(nests, escaping)
     bind_pointers(ctx, graph, list(kernel.nodes), stream_bytes, huge_bytes)
     emitter = KernelEmitter(ctx, threads, min_chunk, vector_bytes, tile)
@@ -53,4 +53,4 @@ def emit_kernel(kernel: Kernel, graph: Graph, threads: int, min_chunk: int = 512
     code = f"{signature(ctx, roots)}\n{{\n{head}{body.text()}\n    return (int)err[0];\n}}\n"
     params = tuple(ctx.in_ptrs) + tuple(ctx.out_ptrs)
     return KernelSource(kernel.name, code, params, tuple(ctx.index_loads), emitter.vectorized,
-                        tuple(ctx.local))
+                        tuple(ctx.local), size_params=ctx.sizes)

@@ -16,8 +16,9 @@ import sympy
 from stax.ir import ComputedBuffer, IndexValue, Load, Reduction, walk
 from stax.ir.affine import affine_parts, contiguous
 from stax.ir.graph import Scan
-from stax.ir.index import as_int, contiguous_strides, pointwise_vars, reduction_vars, strided_index, var
+from stax.ir.index import contiguous_strides, pointwise_vars, reduction_vars, strided_index, var
 from stax.ir.simplify import memory_order
+from stax.ir.sizevars import canonical_size as loop_size  # an int, or an expression in size symbols
 
 
 def loop_var(k: int) -> sympy.Symbol:
@@ -83,7 +84,7 @@ class NodeLoops:
         body = self.node.body
         if isinstance(body, Scan):
             return self.index(pointwise_vars(len(body.ranges))[body.axis])
-        rs = [as_int(s) for s in body.reduction_ranges]
+        rs = [loop_size(s) for s in body.reduction_ranges]
         return self.index(strided_index(reduction_vars(len(rs)), contiguous_strides(rs)))
 
     def total(self) -> int:
@@ -103,7 +104,7 @@ def body_indices(node: ComputedBuffer) -> list[sympy.Expr]:
     if isinstance(body, Scan):
         out.append(pointwise_vars(len(body.ranges))[body.axis])
     if isinstance(body, Reduction) and body.reduction_type in ("argmax", "argmin"):
-        rs = [as_int(s) for s in body.reduction_ranges]
+        rs = [loop_size(s) for s in body.reduction_ranges]
         out.append(strided_index(reduction_vars(len(rs)), contiguous_strides(rs)))
     return out
 
@@ -134,13 +135,13 @@ def _in_write_order(dims: list, write: sympy.Expr, loads: list) -> list:
 
 def node_loops(node: ComputedBuffer, protect: int = 0, merge: bool = True) -> NodeLoops:
     body = node.body
-    psizes = [as_int(s) for s in body.ranges]
+    psizes = [loop_size(s) for s in body.ranges]
     if isinstance(body, Scan):  # the scan axis runs last and sequentially, like a reduction loop
         pv = pointwise_vars(len(psizes))
         dims = [(v, s, False) for k, (v, s) in enumerate(zip(pv, psizes)) if k != body.axis]
         dims.append((pv[body.axis], psizes[body.axis], True))
     else:
-        rsizes = [as_int(s) for s in body.reduction_ranges]
+        rsizes = [loop_size(s) for s in body.reduction_ranges]
         dims = [(v, s, False) for v, s in zip(pointwise_vars(len(psizes)), psizes)]
         dims += [(v, s, True) for v, s in zip(reduction_vars(len(rsizes)), rsizes)]
     # size-1 dims are dropped, but a scan keeps its axis (of size 1 it is still the scan loop:

@@ -15,7 +15,8 @@ import logging
 from dataclasses import dataclass
 
 import sympy
-from stax.ir import ComputedBuffer, Graph, Load, walk
+from stax.ir import ComputedBuffer, Graph, Load, provably_equal, walk
+from stax.ir.sizevars import provably_nonnegative
 from stax.sched.schedule import FUSED, OUTER_LOOP_FUSED, Kernel
 
 from .loops import NodeLoops, linear_coeffs, loop_var, node_loops
@@ -70,12 +71,26 @@ def share_groups(nls: list[NodeLoops]) -> list[list[NodeLoops]]:
 
 def dense_extent(coeffs: dict, sizes: dict) -> int | None:
     """Number of elements if the inner index c.x covers [0, N) densely (strides nest), else None."""
+    if not all(isinstance(c, int) and isinstance(sizes[v], int) for v, c in coeffs.items()):
+        return _dense_extent_symbolic(coeffs, sizes)
     dims = sorted((c, sizes[v]) for v, c in coeffs.items() if c != 0)
     n = 1
     for c, s in dims:
         if c != n:
             return None
         n *= s
+    return n
+
+
+def _dense_extent_symbolic(coeffs: dict, sizes: dict):
+    """dense_extent with strides or sizes in size symbols: each next stride provably the extent so far."""
+    left = [(c, sizes[v]) for v, c in coeffs.items() if c != 0]
+    n = 1
+    while left:
+        k = next((k for k, (c, _) in enumerate(left) if provably_equal(c, n)), None)
+        if k is None:
+            return None
+        n = n * left.pop(k)[1]
     return n
 
 
@@ -102,7 +117,17 @@ def _covered(cons: NodeLoops, ld: Load, prod: NodeLoops, depth: int) -> bool:
     lo = hi = int(l0) - int(s0)
     for v, s in zip(cvars[depth:], cons.sizes[depth:]):
         c = cl.get(v, 0) * (s - 1)
+        if not isinstance(c, int):  # symbolic: only a provable sign moves one end
+            if provably_nonnegative(c):
+                hi = hi + c
+            elif provably_nonnegative(-c):
+                lo = lo + c
+            else:
+                return False
+            continue
         lo, hi = lo + min(0, c), hi + max(0, c)
+    if not all(isinstance(x, int) for x in (lo, hi, extent)):
+        return provably_nonnegative(lo) and provably_nonnegative(extent - 1 - hi)
     return 0 <= lo and hi <= extent - 1
 
 

@@ -26,6 +26,21 @@ class InputLayoutError(ValueError):
     """An input's sizes/strides differ from the layout the code was compiled for."""
 
 
+def size_of(allocator, buf, dim: int, ndim: int, name: str) -> int:
+    """Size `dim` of input `name` (a symbolic size is read from the first input dim that is exactly it)."""
+    sizes = allocator.sizes_strides(buf)[0]
+    if len(sizes) != ndim:
+        raise InputLayoutError(f"input {name}: expected {ndim} dimensions, got sizes {tuple(sizes)}")
+    return int(sizes[dim])
+
+
+def check_size_range(name: str, value: int, lo, hi, source: str) -> None:
+    """The compiled code's assumption on a symbolic size (its range), checked at each call."""
+    if not lo <= value <= hi:
+        raise InputLayoutError(f"size {name} = {value} (from {source}) is outside the range [{lo}, {hi}] "
+                               f"the module was compiled for")
+
+
 def raise_kernel_error(err, kernel: str, index_loads: tuple) -> None:
     code, a, b, c = int(err[0]), int(err[1]), int(err[2]), int(err[3])
     if code == 1:

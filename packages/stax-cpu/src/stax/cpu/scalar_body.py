@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from stax.ir import Constant, IndexValue, Load, Op, walk
 from stax.ir import dtypes as dt
-from stax.ir.index import as_int
+from stax.ir.index import as_int, sympify
 from stax.ir.index_printer import to_c
 
 from . import cpp_ops as co
@@ -62,7 +62,7 @@ class ScalarBody:
             t = self.ctx.tmp()
             self.lines(
                 f"const int64_t {t} = stax::check_index(static_cast<int64_t>({names[id(v)]}), "
-                f"{as_int(bound)}, err, {load_id});"
+                f"{_bound_c(bound)}, err, {load_id});"
             )
             index = index.xreplace({sym: c_var(t)})
         expr = co.load_expr(n.dtype, f"{self.ctx.ptr(n.buffer)}[{to_c(index)}]")
@@ -87,3 +87,9 @@ class ScalarBody:
             expr = co.scalar_expr(n.name, args, [a.dtype for a in n.args], n.dtype)
             return self._define(("O", n.name, tuple(args), n.dtype), _ctype(n.dtype), expr)
         raise TypeError(f"unknown value node {type(n).__name__}")
+
+
+def _bound_c(bound) -> str:
+    """An indirect index's bound as C: the integer, or the size expression (a kernel argument)."""
+    b = sympify(bound)
+    return str(as_int(b)) if b.is_Integer else to_c(b)

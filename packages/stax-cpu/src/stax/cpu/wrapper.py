@@ -5,12 +5,17 @@ then walks the kernels in order applying the memory plan (stax.sched.plan_walk's
 allocations before a kernel, `bufB = bufA; del bufA  # reuse` lines, kernel calls with data
 pointers, an error check, and `del` after a buffer's last use. It is generated as text so it
 can be read and dumped; `compile_schedule` exec's it in a namespace of runtime hooks.
+
+A symbolic-shape graph's sizes are read from the inputs at each call (`s0 = size_of(x, 0, 2, 'x')`,
+the first input dim that is exactly the symbol), checked against their ranges in `call`, and used in
+the layout checks, the allocations and as the kernels' size arguments.
 """
 
 from __future__ import annotations
 
 from stax.ir import ExternKernel, Graph, Layout
 from stax.ir.index import as_int
+from stax.ir.index_printer import to_python
 from stax.sched.plan_walk import donors, plan_calls
 from stax.sched.schedule import ALLOC, EXTERN, REUSE, Schedule
 
@@ -20,12 +25,37 @@ def _ints(xs) -> tuple:
 
 
 def _tuple(xs) -> str:
-    xs = _ints(xs)
+    xs = _ints(xs) if all(x.is_Integer for x in xs) else tuple(to_python(x) for x in xs)
     return "(" + ", ".join(map(str, xs)) + ("," if len(xs) == 1 else "") + ")"
 
 
 def _same_layout(a: Layout, b: Layout) -> bool:
+    if not all(x.is_Integer for x in (*a.sizes, *a.strides, *b.sizes, *b.strides)):
+        return a.dtype == b.dtype and a.sizes == b.sizes and a.strides == b.strides
     return a.dtype == b.dtype and _ints(a.sizes) == _ints(b.sizes) and _ints(a.strides) == _ints(b.strides)
+
+
+def _size_sources(g: Graph) -> list[tuple[str, str, int, int]]:
+    """(symbol, input, dim, ndim) for each size symbol: the first input dim that is exactly it."""
+    out = []
+    for r in g.size_vars.rows:
+        src = next(((i.name, d, len(i.layout.sizes)) for i in g.inputs for d, s in enumerate(i.layout.sizes)
+                    if s == r.symbol), None)
+        if src is None:
+            raise NotImplementedError(f"size {r.symbol} is no input's dimension: it cannot be read at call time")
+        out.append((r.symbol.name, *src))
+    return out
+
+
+def _bind_sizes(g: Graph, L: list, check: bool) -> None:
+    """Lines reading the size symbols from the inputs (and, with `check`, their range checks)."""
+    rows = {r.symbol.name: r for r in g.size_vars.rows}
+    for name, inp, d, ndim in _size_sources(g):
+        L.append(f"    {name} = size_of({inp}, {d}, {ndim}, {inp!r})")
+        if check:
+            r = rows[name]
+            hi = r.hi if r.hi != float("inf") else "float('inf')"
+            L.append(f"    check_size_range({name!r}, {name}, {r.lo}, {hi}, '{inp} dim {d}')")
 
 
 def _dt(layout: Layout) -> str:
@@ -57,6 +87,8 @@ def wrapper_source(schedule: Schedule, kernel_params: dict, externs: dict, local
     L.append(f"        raise TypeError({msg!r} % len(args))")
     if inputs:
         L.append(f"    {', '.join(inputs)}{',' if len(inputs) == 1 else ''} = args")
+    if g.size_vars:
+        _bind_sizes(g, L, check=True)
     for inp in g.inputs:
         lay = inp.layout
         L.append(f"    check_input({inp.name}, {_tuple(lay.sizes)}, {_tuple(lay.strides)}, {_dt(lay)}, {inp.name!r})")
@@ -66,14 +98,21 @@ def wrapper_source(schedule: Schedule, kernel_params: dict, externs: dict, local
     L.append("def call_unchecked(args):")
     if inputs:
         L.append(f"    {', '.join(inputs)}{',' if len(inputs) == 1 else ''} = args")
+    if g.size_vars:
+        _bind_sizes(g, L, check=False)
     L.append("    args.clear()")
     L.append("    err = new_err()")
     L.append("    errp = addressof(err)")
     live = set(inputs)
-    held = [sum(g.buffer_layout(b).nbytes() for b in inputs), 0]  # bytes now, at the fullest
+
+    def nbytes(name: str) -> int:  # at the size hints when symbolic (the header comment only)
+        lay = g.buffer_layout(name)
+        return g.size_vars.hint(lay.storage_size_expr()) * lay.dtype.itemsize if g.size_vars else lay.nbytes()
+
+    held = [sum(nbytes(b) for b in inputs), 0]  # bytes now, at the fullest
 
     def hold(name: str, sign: int) -> None:
-        held[0] += sign * g.buffer_layout(name).nbytes()
+        held[0] += sign * nbytes(name)
         held[1] = max(held[1], held[0])
 
     # the layout of the tensor object each name is bound to: a reuse that binds only the donor's
@@ -83,7 +122,7 @@ def wrapper_source(schedule: Schedule, kernel_params: dict, externs: dict, local
 
     def alloc(name: str) -> None:
         lay = g.buffer_layout(name)
-        if as_int(lay.offset) != 0:
+        if lay.offset != 0:
             raise NotImplementedError(f"{name}: computed buffers with a storage offset are not supported")
         L.append(f"    {name} = empty_strided({_tuple(lay.sizes)}, {_tuple(lay.strides)}, {_dt(lay)})")
         object_layout[name] = lay
@@ -132,7 +171,7 @@ def wrapper_source(schedule: Schedule, kernel_params: dict, externs: dict, local
                 if isinstance(g.node(e.buffer), ExternKernel):
                     release(e.reuses, "", "reuse not applied: extern kernels return their own buffer")
                     continue
-                if lay.nbytes() > old.nbytes():
+                if nbytes(e.buffer) > nbytes(e.reuses):
                     alloc(e.buffer)
                     release(e.reuses, "", f"reuse refused: {e.reuses} is smaller")
                     continue
@@ -170,7 +209,8 @@ def wrapper_source(schedule: Schedule, kernel_params: dict, externs: dict, local
             for name in (b for s in steps for b in kernels[s].nodes):
                 if name not in live and name not in local and name not in after:
                     alloc(name)
-            ptrs = ", ".join(f"data_ptr({b})" for b in kernel_params[fn])
+            sizes = {r.symbol.name for r in g.size_vars.rows}
+            ptrs = ", ".join(b if b in sizes else f"data_ptr({b})" for b in kernel_params[fn])
             if count > 1:
                 L.append(f"    # {fn}: {', '.join(kernels[s].name for s in steps)} in one parallel region")
             L.append(f"    if k_{fn}({ptrs}{', ' if ptrs else ''}errp):")

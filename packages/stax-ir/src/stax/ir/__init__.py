@@ -3,6 +3,7 @@ simplification, value ranges, the value DAG, the op table, views as index maps,
 the Graph interface and the numpy reference interpreter."""
 
 from . import dtypes
+from .bind import bind_graph
 from .build import cast, const, index_value, load, op
 from .dtypes import DType, promote_types
 from .expr import Constant, IndexValue, Load, Op, Value, format_value, loads, map_indices, walk
@@ -25,12 +26,14 @@ from .interpreter import from_storage, interpret, outputs, to_storage
 from .normalize import NormalizedIndex, normalize_index
 from .ops import OPS, REDUCTIONS, SCANS, WELFORD_OUTPUTS, op_def, reduction_def, scan_def
 from .simplify import LoopMerge, coalesce_loops, memory_order, simplify_index
+from .sizevars import SizeVar, SizeVars, SymbolRange, provably_equal, size_var
 from .value_ranges import ValueRange, bound_index, bound_value, bounds_check_needed, index_fits_int32, provably_true
 from .views import View, cat, constant_pad
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "SizeVar", "SizeVars", "SymbolRange", "bind_graph", "provably_equal", "size_var",
     "CeilDiv", "ComputedBuffer", "Constant", "DType", "ExternKernel", "FloorDiv", "Graph",
     "IndexValue", "InputBuffer", "Layout", "Load", "LoopMerge", "ModularIndexing", "NormalizedIndex", "OPS", "Op",
     "Pointwise", "REDUCTIONS", "Reduction", "SCANS", "SCATTER_MODES", "Scan", "Scatter", "Value", "ValueRange", "View",

@@ -21,10 +21,11 @@ from .index import sympify
 class AffineParts:
     """An index split over some loop variables.
 
-    `coeffs`: {var: integer} from the terms `c*var` (c an integer); `nonlinear`: the variables
-    that also occur in any other term (FloorDiv / ModularIndexing, products, non-integer
-    coefficients); `rest_terms`: the terms that use none of the variables (constants, other
-    symbols such as indirect indices).
+    `coeffs`: {var: stride} from the terms `c*var`, c an integer or, with symbolic shapes, an
+    expression in size symbols only (`s1*i0`: stride s1); `nonlinear`: the variables that also
+    occur in any other term (FloorDiv / ModularIndexing, products, non-integer coefficients);
+    `rest_terms`: the terms that use none of the variables (constants, other symbols such as
+    indirect indices, size symbols).
     """
 
     coeffs: Mapping
@@ -36,8 +37,9 @@ class AffineParts:
         """`coeffs` when every term that uses the variables is `c*var`, else None."""
         return None if self.nonlinear else dict(self.coeffs)
 
-    def stride(self, v) -> int:
-        """The integer coefficient of the plain term `c*v` (0 when there is none)."""
+    def stride(self, v) -> int | sympy.Expr:
+        """The coefficient of the plain term `c*v` (0 when there is none): an int, or an expression
+        in size symbols for a symbolic shape."""
         return self.coeffs.get(v, 0)
 
     @property
@@ -58,11 +60,31 @@ def affine_parts(expr, vars_: Iterable) -> AffineParts:
             coeffs[t] = coeffs.get(t, 0) + int(c)
             continue
         used = term.free_symbols & vs
-        if used:
+        if not used:
+            rest.append(term)
+            continue
+        sym = _size_coefficient(term, used) if len(used) == 1 else None
+        if sym is None:
             nonlinear |= used
         else:
-            rest.append(term)
+            (v,) = used
+            coeffs[v] = coeffs.get(v, 0) + sym
     return AffineParts(coeffs, frozenset(nonlinear), tuple(rest))
+
+
+def _size_coefficient(term, used):
+    """c when `term` is c*v for the one loop variable v in `used` and c an expression in size symbols
+    (positive integer symbols: stax.ir.sizevars.SizeVar), else None."""
+    if not term.is_Mul:
+        return None
+    (v,) = used
+    rest = [a for a in term.args if a is not v]
+    if len(rest) != len(term.args) - 1 or not rest:
+        return None
+    c = sympy.Mul(*rest)
+    if not all(s.is_positive and s.is_integer for s in c.free_symbols):
+        return None
+    return c
 
 
 def affine_coefficients(index, vars_: Sequence) -> tuple[dict, int] | None:
@@ -79,9 +101,18 @@ def contiguous(parts: Iterable[AffineParts], outer, inner, inner_size) -> bool:
     outer * inner iterations for every index: each is linear in both, stride(outer) == inner_size *
     stride(inner) (an index that uses neither, 0 == 0, does not object)."""
     return all(
-        outer not in p.nonlinear and inner not in p.nonlinear and p.stride(outer) == inner_size * p.stride(inner)
+        outer not in p.nonlinear and inner not in p.nonlinear and _same(p.stride(outer), inner_size * p.stride(inner))
         for p in parts
     )
+
+
+def _same(a, b) -> bool:
+    """a == b for every value of the size symbols (ints compare directly)."""
+    if a == b:
+        return True
+    if isinstance(a, int | sympy.Integer) and isinstance(b, int | sympy.Integer):
+        return False
+    return sympy.expand(a - b) == 0
 
 
 def contiguous_runs(vars_: Sequence, sizes: Sequence, parts: Sequence[AffineParts]) -> list[list[int]]:

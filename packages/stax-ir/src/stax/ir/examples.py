@@ -11,11 +11,12 @@ from . import dtypes as dt
 from .build import load, op
 from .graph import ComputedBuffer, Graph, InputBuffer, Layout, Pointwise, Reduction
 from .index import pointwise_vars, reduction_vars
+from .sizevars import NO_SIZE_VARS, SizeVars
 
 
-def example_7_1(rows: int = 64, cols: int = 128, device: str = "cpu") -> Graph:
+def example_7_1(rows=64, cols=128, device: str = "cpu", size_vars: SizeVars = NO_SIZE_VARS) -> Graph:
     """k(x) = x / x.sum(-1, keepdim=True), x: rows x cols float32 on `device` (the book's Example 7.1 at
-    64x128).
+    64x128). `rows` / `cols` may be size symbols (dynamic shapes) with their rows in `size_vars`.
 
     buf1 = Reduction((rows, 1), (cols,), sum, Load(primals_1, cols*i0 + r0));
     buf2 = Pointwise((rows, cols), Load(primals_1, cols*i0 + i1) / Load(buf1, i0)); output buf2.
@@ -30,4 +31,4 @@ def example_7_1(rows: int = 64, cols: int = 128, device: str = "cpu") -> Graph:
     )
     div = op("truediv", load("primals_1", cols * i0 + i1, f32), load("buf1", i0, f32))
     buf2 = ComputedBuffer("buf2", Layout.contiguous((rows, cols), f32, device), Pointwise((rows, cols), div))
-    return Graph((x,), (buf1, buf2), ("buf2",))
+    return Graph((x,), (buf1, buf2), ("buf2",), size_vars)

@@ -2,7 +2,8 @@
 
 Frozen dataclasses with a readable str() and a deterministic content hash (sha256
 of the text form), so caches can key on them. Sizes and strides are sympy
-expressions so dynamic shapes fit later; today they are integers.
+expressions: integers, or expressions in the graph's size symbols (`Graph.size_vars`,
+dynamic shapes).
 
 Conventions: a Pointwise body's value uses loop variables i0..i{n-1} over `ranges`;
 a Reduction's value uses i0.. over `ranges` and r0.. over `reduction_ranges`. A
@@ -22,6 +23,7 @@ from . import dtypes as dt
 from .expr import Value, format_lines
 from .index import as_int, contiguous_strides, pointwise_vars, strided_index, sympify
 from .ops import SAME, reduction_def, reduction_result_dtype, scan_def, scan_result_dtype
+from .sizevars import NO_SIZE_VARS, SizeVar, SizeVars
 
 
 def _exprs(xs) -> tuple[sympy.Expr, ...]:
@@ -78,6 +80,17 @@ class Layout(_Hashed):
 
     def nbytes(self) -> int:
         return self.storage_size() * self.dtype.itemsize
+
+    def numel_expr(self) -> sympy.Expr:
+        """Elements, as an expression in the size symbols (`numel()` is the static-only int)."""
+        return sympy.Mul(*self.sizes)
+
+    def storage_size_expr(self) -> sympy.Expr:
+        """`storage_size()` as an expression in the size symbols, for layouts whose sizes are >= 1
+        (size symbols are): offset + sum((size - 1) * stride) + 1."""
+        if all(s.is_Integer for s in (*self.sizes, *self.strides, self.offset)):
+            return sympy.Integer(self.storage_size())
+        return self.offset + sympy.Add(*((s - 1) * st for s, st in zip(self.sizes, self.strides))) + 1
 
     def is_contiguous(self) -> bool:
         return self.strides == contiguous_strides(self.sizes) and self.offset == 0
@@ -319,11 +332,14 @@ class Graph(_Hashed):
     inputs: tuple
     nodes: tuple
     outputs: tuple
+    size_vars: SizeVars = NO_SIZE_VARS  # the size symbols' table (lo, hi, hint); empty for static shapes
 
     def __post_init__(self):
         object.__setattr__(self, "inputs", tuple(self.inputs))
         object.__setattr__(self, "nodes", tuple(self.nodes))
         object.__setattr__(self, "outputs", tuple(self.outputs))
+        if self.size_vars:  # (a static graph pays nothing; a stray symbol there fails at its first as_int)
+            self._check_size_symbols()
         names = [i.name for i in self.inputs] + [n.name for n in self.nodes]
         if len(set(names)) != len(names):
             raise ValueError(f"duplicate buffer names in graph: {names}")
@@ -331,6 +347,20 @@ class Graph(_Hashed):
         for o in self.outputs:
             if o not in known:
                 raise ValueError(f"graph output {o!r} is not a buffer of the graph")
+
+    def _check_size_symbols(self) -> None:
+        """Every size symbol a layout uses has a row in `size_vars` (its range is what proofs use)."""
+        known = self.size_vars.symbols
+        for b in (*self.inputs, *self.nodes):
+            lay = b.layout
+            for e in (*lay.sizes, *lay.strides, lay.offset):
+                if e.is_Integer:
+                    continue
+                for s in e.free_symbols:
+                    if not isinstance(s, SizeVar):
+                        raise ValueError(f"{b.name}: layout uses {s}, which is not a size symbol (stax.ir.size_var)")
+                    if s not in known:
+                        raise ValueError(f"{b.name}: size symbol {s} has no row in the graph's size_vars")
 
     def buffer_layout(self, name: str) -> Layout:
         for b in (*self.inputs, *self.nodes):
@@ -346,6 +376,7 @@ class Graph(_Hashed):
 
     def __str__(self) -> str:
         out = ["graph("]
+        out += [f"  size {r}" for r in self.size_vars.rows]
         out += [f"  input {i}" for i in self.inputs]
         for n in self.nodes:
             out += ["  " + ln for ln in str(n).splitlines()]

@@ -1,7 +1,7 @@
 """Index expressions: sympy with integer loop variables and exact integer functions.
 
-Indices are sympy expressions from day one so that sizes and strides can become
-symbolic later (dynamic shapes). FloorDiv and ModularIndexing carry Python's
+Indices are sympy expressions so that sizes and strides can be symbolic (dynamic
+shapes: size symbols and their ranges live in `sizevars`). FloorDiv and ModularIndexing carry Python's
 floor semantics exactly; the printers in `index_printer` lower them to C/Python.
 """
 
@@ -36,8 +36,11 @@ def sympify(x) -> Expr:
         return sympy.Integer(int(x))
     if isinstance(x, int):
         return sympy.Integer(x)
-    if isinstance(x, str):  # "128*i0 + r0": loop-variable names become the stax loop symbols
+    if isinstance(x, str):  # "128*i0 + r0": loop-variable names become the stax loop symbols, s0.. size symbols
+        from .sizevars import size_var
+
         names = {m: var(m[0], int(m[1:])) for m in re.findall(r"\b([ircv]\d+)\b", x)}
+        names.update({m: size_var(m) for m in re.findall(r"\b(s\d+)\b", x)})
         names.update(FloorDiv=FloorDiv, ModularIndexing=ModularIndexing, CeilDiv=CeilDiv)
         return sympy.sympify(x, locals=names)
     return sympy.sympify(x)
@@ -159,8 +162,9 @@ def contiguous_strides(sizes) -> tuple[Expr, ...]:
 
 
 def as_int(e) -> int:
-    """The integer value of a static size/stride, with a clear error for symbolic ones."""
+    """The integer value of a static size/stride, with a clear error for symbolic ones (code that needs
+    numbers: bind the sizes first, `stax.ir.bind_graph`, or estimate with `SizeVars.hint`)."""
     e = sympify(e)
     if not e.is_Integer:
-        raise NotImplementedError(f"symbolic size {e} is not supported yet (static shapes only)")
+        raise NotImplementedError(f"symbolic size {e} where a static size is needed (bind the graph's sizes first)")
     return int(e)

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from . import dtypes as dt
+from .bind import bind_graph
 from .expr import Constant, IndexValue, Load, Op, Value, walk
 from .graph import ComputedBuffer, ExternKernel, Graph, Layout, Reduction, Scan, Scatter
 from .index import as_int, pointwise_vars, reduction_vars
@@ -215,12 +216,19 @@ def interpret(
     graph: Graph,
     inputs: Mapping[str, np.ndarray],
     extern_kernels: Mapping[str, Callable] | None = None,
+    sizes: Mapping | None = None,
 ) -> dict[str, np.ndarray]:
     """Run `graph` on flat input storages; returns every buffer's flat storage by name.
 
     Extern kernels are called with strided views of their inputs and constants
-    as keyword arguments, and must return an array of the node's shape.
+    as keyword arguments, and must return an array of the node's shape. A graph with
+    symbolic sizes needs `sizes` ({symbol or name: int}, inside the graph's ranges): it
+    runs as the static graph those sizes make (`stax.ir.bind.bind_graph`).
     """
+    if graph.size_vars:
+        if sizes is None:
+            raise ValueError(f"graph has symbolic sizes ({graph.size_vars}): pass sizes={{name: int}}")
+        graph = bind_graph(graph, sizes)
     buffers: dict[str, np.ndarray] = {}
     for inp in graph.inputs:
         if inp.name not in inputs:

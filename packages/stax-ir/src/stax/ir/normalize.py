@@ -27,9 +27,14 @@ the same answer, and the cheap one is tried first:
      in int32 when the value ranges allow, rejecting early when the first chunk already
      shows that no affine split exists, and the values are split into digits.
 
-What cannot be resolved (symbolic sizes, indirect symbols, non-affine maps, huge
-coupled grids) keeps its expression with renamed variables: such forms never equal an
-affine one, so the comparison stays conservative (unequal means "do not fuse").
+With symbolic sizes (dynamic shapes) an affine index has strides and an offset in the size
+symbols (`s1*i0 + i1` over (s0, s1)); it is put in the same canonical form, dimensions merged
+only where the strides chain for every value of the symbols (`sizevars.provably_equal`), so
+`c0 over {c0: s0*s1}` here: equal forms are equal address sequences at every binding.
+
+What cannot be resolved (indirect symbols, non-affine maps, huge coupled grids, views over
+symbolic sizes the simplifier cannot fold) keeps its expression with renamed variables: such
+forms never equal an affine one, so the comparison stays conservative (unequal means "do not fuse").
 """
 
 from __future__ import annotations
@@ -41,11 +46,12 @@ from dataclasses import dataclass
 import numpy as np
 import sympy
 
-from .affine import affine_coefficients  # noqa: F401  (public here before stax.ir.affine existed)
+from .affine import affine_coefficients, affine_parts  # noqa: F401  (affine_coefficients: public here first)
 from .index import FloorDiv, ModularIndexing, sympify, var
 from .index_printer import evaluate
 from .interpreter import index_grid
 from .simplify import simplify_index
+from .sizevars import SizeVar, canonical_size, provably_equal, size_symbols
 
 # Largest grid (points) evaluated to resolve FloorDiv/ModularIndexing couplings.
 MAX_EVAL_POINTS = 1 << 20
@@ -66,7 +72,9 @@ class NormalizedIndex:
 
     `dims` holds (size, stride) pairs outer to inner when the map is affine;
     `expr` is set instead when it could not be put in affine form (compare
-    conservatively). Equality and hashing are structural.
+    conservatively). Equality and hashing are structural. With symbolic sizes, sizes,
+    strides and the offset may be expressions in size symbols (expanded: one spelling
+    per value); `numel()` is then not an int: use `numel_expr()`.
     """
 
     offset: int = 0
@@ -118,6 +126,14 @@ class NormalizedIndex:
             n *= int(s)
         return n
 
+    @functools.cached_property
+    def is_static(self) -> bool:
+        return all(sympify(s).is_Integer for s in self.sizes)
+
+    def numel_expr(self):
+        """Elements of the canonical iteration: an int when static, else an expression in size symbols."""
+        return self._numel if self.is_static else canonical_size(sympy.Mul(*self.sizes))
+
     def addresses(self) -> np.ndarray:
         """The address sequence over the canonical iteration, row-major (for tests/debugging)."""
         sizes = [int(s) for s in self.sizes]
@@ -136,9 +152,9 @@ def _format(n: NormalizedIndex) -> str:
 
 @functools.lru_cache(maxsize=4096)
 def _affine_expr(offset: int, dims: tuple) -> sympy.Expr:
-    e = sympy.Integer(offset)
+    e = sympify(offset)
     for k, (_, stride) in enumerate(dims):
-        e = e + sympy.Integer(stride) * var("c", k)
+        e = e + sympify(stride) * var("c", k)
     return e
 
 
@@ -160,7 +176,7 @@ def _normalize_input(index, pairs: tuple, max_eval: int) -> NormalizedIndex:
 @functools.lru_cache(maxsize=65536)
 def _normalize(index: sympy.Expr, pairs: tuple, max_eval: int) -> NormalizedIndex:
     if not all(s.is_Integer for _, s in pairs):
-        return _kept(index, pairs)
+        return _normalize_symbolic(index, pairs)
     sizes_all = [int(s) for _, s in pairs]
     if any(s == 0 for s in sizes_all):
         return _kept(index, pairs)
@@ -174,6 +190,8 @@ def _normalize(index: sympy.Expr, pairs: tuple, max_eval: int) -> NormalizedInde
         zero = ()
         split = _split_terms(index, pos)
     if split is _FOREIGN or split[0] is None:
+        if split is _FOREIGN and size_symbols(index):  # static loops, symbolic strides or offset
+            return _normalize_symbolic(index, pairs)
         return _kept(index, tuple(zip(vars_, map(sympy.Integer, sizes))))
     linear, const, nonlinear = split
     blocks = _coupled_blocks(len(vars_), nonlinear)
@@ -503,6 +521,39 @@ def _canonical_dims(dims) -> tuple:
         while len(out) >= 2 and out[-2][1] == out[-1][0] * out[-1][1]:
             (s0, _), (s1, t1) = out[-2], out[-1]
             out[-2:] = [(s0 * s1, t1)]
+    while out and out[-1][1] == 0:
+        out.pop()
+    return tuple(out)
+
+
+def _normalize_symbolic(index, pairs) -> NormalizedIndex:
+    """An index over symbolic sizes: affine (after the range-aware simplifier) with strides and an offset
+    in size symbols only, in canonical dims; anything else is kept (compares unequal: conservative)."""
+    zero = {v: sympy.Integer(0) for v, s in pairs if s == 1}
+    if zero:
+        index = index.xreplace(zero)
+    live = [(v, s) for v, s in pairs if s != 1]
+    vars_ = [v for v, _ in live]
+    parts = affine_parts(index, vars_)
+    if parts.nonlinear:
+        parts = affine_parts(simplify_index(index, dict(live)), vars_)
+    if parts.nonlinear or not all(isinstance(x, SizeVar) for x in parts.rest.free_symbols):
+        return _kept(index, pairs)
+    dims = _canonical_dims_symbolic([(s, parts.stride(v)) for v, s in live])
+    return NormalizedIndex(canonical_size(parts.rest), dims)
+
+
+def _canonical_dims_symbolic(dims) -> tuple:
+    """`_canonical_dims` where sizes and strides may be expressions: merge only where provably chained."""
+    out: list = []
+    for size, stride in dims:
+        size, stride = canonical_size(size), canonical_size(stride)
+        if size == 1:
+            continue
+        out.append((size, stride))
+        while len(out) >= 2 and provably_equal(out[-2][1], out[-1][0] * out[-1][1]):
+            (s0, _), (s1, t1) = out[-2], out[-1]
+            out[-2:] = [(canonical_size(s0 * s1), t1)]
     while out and out[-1][1] == 0:
         out.pop()
     return tuple(out)

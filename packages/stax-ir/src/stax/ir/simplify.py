@@ -41,7 +41,8 @@ def simplify_index(expr, var_ranges: Mapping | None = None, subs: Mapping | None
     ranges = var_range_map(var_ranges)
     if not subs and _plain_affine(expr) and not any(r.is_point for r in ranges.values()):
         return expr  # nothing to fold: the common case, kept cheap
-    return _Simplifier(ranges, subs).simp(expr)
+    sizes = {v: sympify(n) for v, n in (var_ranges or {}).items() if not isinstance(n, ValueRange)}
+    return _Simplifier(ranges, subs, sizes).simp(expr)
 
 
 def _plain_affine(e) -> bool:
@@ -75,8 +76,9 @@ def _build(terms) -> sympy.Expr:
 class _Simplifier:
     """One simplification run: memoized bottom-up rewriting under fixed ranges."""
 
-    def __init__(self, ranges: dict, subs: Mapping | None = None):
+    def __init__(self, ranges: dict, subs: Mapping | None = None, sizes: Mapping | None = None):
         self.bounds = IndexBounds(ranges)
+        self.sizes = dict(sizes or {})  # loop var -> its size, symbolic or not (symbolic divisors' rules)
         self.subs = dict(subs or {})
         self.memo: dict = {}
         self.mod_memo: dict = {}
@@ -123,7 +125,7 @@ class _Simplifier:
     def floordiv(self, x, d):
         dv = _pos_int(d)
         if dv is None:
-            return FloorDiv(x, d)
+            return self.floordiv_symbolic(x, d)
         if dv == 1:
             return x
         if x.is_Integer:
@@ -165,7 +167,7 @@ class _Simplifier:
     # ---- ModularIndexing(x, d, m) = (x // d) % m
     def modular(self, x, d, m):
         if not (_pos_int(d) and _pos_int(m)):
-            return ModularIndexing(x, d, m)
+            return self.modular_symbolic(x, d, m)
         # floor((x + d*m*K) / d) % m == floor(x / d) % m: x only matters modulo d*m
         return self.mod(self.floordiv(self.combine_digits_mod(x, int(d) * int(m)), d), int(m))
 
@@ -207,6 +209,50 @@ class _Simplifier:
         if isinstance(r, FloorDiv) and _pos_int(r.args[1]):
             return ModularIndexing(r.args[0], r.args[1], sympy.Integer(mv))
         return ModularIndexing(r, _ONE, sympy.Integer(mv))
+
+    # ---- symbolic divisors (dynamic shapes): d, m positive expressions in size symbols
+    def floordiv_symbolic(self, x, d):
+        """floor((q*d + r) / d) == q + floor(r / d) for polynomial q, and floor(r / d) == 0 when
+        0 <= r <= d - 1 is provable from the loop sizes: FloorDiv(s1*i0 + i1, s1) -> i0 over i1 < s1."""
+        if not _positive_size(d):
+            return FloorDiv(x, d)
+        quot, rest = _split_multiples(x, d)
+        if not quot:
+            return sympy.Integer(0) if self.below(x, d) else FloorDiv(x, d)
+        r = sympy.Add(*rest)
+        return sympy.Add(*quot) + (sympy.Integer(0) if self.below(r, d) else FloorDiv(r, d))
+
+    def modular_symbolic(self, x, d, m):
+        """(x // d) % m with a symbolic d or m: multiples of m drop out, and a remainder provably in
+        [0, m) is itself: ModularIndexing(s1*i0 + i1, 1, s1) -> i1 over i1 < s1."""
+        if not (_positive_size(d) and _positive_size(m)):
+            return ModularIndexing(x, d, m)
+        y = self.floordiv(x, d) if d != 1 else x
+        _, rest = _split_multiples(y, m)
+        r = sympy.Add(*rest)
+        if self.below(r, m):
+            return r
+        return ModularIndexing(x, d, m) if len(rest) == len(sympy.Add.make_args(y)) else ModularIndexing(r, 1, m)
+
+    def below(self, r, d) -> bool:
+        """0 <= r <= d - 1 at every point and for every value of the size symbols."""
+        if self.range(r).lo < 0:
+            return False
+        hi = self.upper(r)
+        return hi is not None and self.bounds.bound(sympy.expand(d - 1 - hi)).lo >= 0
+
+    def upper(self, r):
+        """A symbolic upper bound of `r`: c*(size - 1) for each term c*v (c >= 0), constants as they are."""
+        out = []
+        for t in sympy.Add.make_args(r):
+            if not t.free_symbols & self.sizes.keys():
+                out.append(t)
+                continue
+            c, v = _coeff_and_var(t, self.sizes)
+            if v is None or self.bounds.bound(c).lo < 0:
+                return None
+            out.append(c * (self.sizes[v] - 1))
+        return sympy.Add(*out)
 
     def minmax(self, fn, args):
         rs = [self.range(a) for a in args]
@@ -281,6 +327,36 @@ class _Simplifier:
         if not e.is_Add or sum(1 for t in e.args if _digit(t.as_coeff_Mul()[1])) < 2:
             return e
         return self.combine_digits(e, modulus)
+
+
+def _positive_size(d) -> bool:
+    """A divisor the symbolic rules may use: a product of positive integer symbols and integers >= 1."""
+    return all(f.is_Integer and int(f) >= 1 or f.is_Symbol and f.is_positive and f.is_integer
+               for f in sympy.Mul.make_args(d))
+
+
+def _split_multiples(x, d) -> tuple[list, list]:
+    """x's terms as (the quotients t / d of the terms d divides as polynomials, the other terms)."""
+    quot, rest = [], []
+    for t in sympy.Add.make_args(x):
+        q = t / d
+        if q.as_numer_denom()[1] == 1:
+            quot.append(q)
+        else:
+            rest.append(t)
+    return quot, rest
+
+
+def _coeff_and_var(t, sizes):
+    """(c, v) for a term c*v with v one loop variable of `sizes` and c free of loop variables, else (None, None)."""
+    used = t.free_symbols & sizes.keys()
+    if len(used) != 1:
+        return None, None
+    (v,) = used
+    c = t / v
+    if c.free_symbols & sizes.keys() or c.as_numer_denom()[1] != 1:
+        return None, None
+    return c, v
 
 
 def _congruent(a: int, b: int, modulus: int | None) -> bool:

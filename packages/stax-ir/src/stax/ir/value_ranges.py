@@ -73,18 +73,36 @@ def dtype_range(d: dt.DType) -> ValueRange:
     return FULL
 
 
-def _size_range(size) -> ValueRange:
+def _size_range(size, known: dict | None = None) -> ValueRange:
+    """0 <= v < size; a symbolic size is bounded by the ranges `known` of its symbols (unbounded without)."""
     size = sympify(size)
     if size.is_Integer:
         return ValueRange(0, max(int(size) - 1, 0))
-    return ValueRange(0, INF)
+    hi = IndexBounds(known or {}).bound(size).hi
+    return ValueRange(0, hi - 1 if math.isfinite(hi) else INF)
 
 
 def var_range_map(var_ranges: Mapping | None) -> dict:
-    """{symbol: ValueRange} from sizes or ranges."""
+    """{symbol: ValueRange} from sizes or ranges.
+
+    Entries given as ValueRanges (loop variables, and the size symbols' rows of a graph's
+    `size_vars.value_ranges`) bound the symbolic sizes of the others: {s0: [2, 64], i0: s0}
+    gives i0 the range [0, 63].
+    """
     out = {}
+    symbolic = []
     for s, r in (var_ranges or {}).items():
-        out[s] = r if isinstance(r, ValueRange) else _size_range(r)
+        if isinstance(r, ValueRange):
+            out[s] = r
+        else:
+            r = sympify(r)
+            if r.is_Integer:
+                out[s] = ValueRange(0, max(int(r) - 1, 0))
+            else:
+                symbolic.append((s, r))
+    if symbolic:  # bounded by the ranges given in the same mapping (loop variables' and size symbols')
+        known = {s: r for s, r in var_ranges.items() if isinstance(r, ValueRange)}
+        out.update((s, _size_range(r, known)) for s, r in symbolic)
     return out
 
 
@@ -178,6 +196,8 @@ class IndexBounds:
         if e.is_Symbol:
             if e in self.ranges:
                 return self.ranges[e]
+            if e.is_positive:  # a size symbol without a row: at least 1
+                return ValueRange(1, INF)
             return ValueRange(0, INF) if e.is_nonnegative else FULL
         args = [self.bound(a) for a in e.args]
         if e.is_Add:

@@ -38,7 +38,7 @@ def create_nodes(graph: Graph, mutations: Mapping[str, str] | None = None) -> li
     for k, node in enumerate(graph.nodes):
         computed = isinstance(node, ComputedBuffer) and not isinstance(node.body, Scatter)
         body_nodes = list(walk(node.body.value)) if computed else None
-        rw = read_writes(node, layouts, body_nodes)
+        rw = read_writes(node, layouts, body_nodes, graph.size_vars)
         reads = {_rename(d, renames) for d in rw.reads}
         target = mutations.get(node.name)
         if target is not None:
@@ -49,5 +49,5 @@ def create_nodes(graph: Graph, mutations: Mapping[str, str] | None = None) -> li
             if not isinstance(d, WeakDep):
                 readers.setdefault(d.name, []).append(node.name)
         loops = loop_info(node, body_nodes) if isinstance(node, ComputedBuffer) else None
-        out.append(SchedulerNode(f"op{k}", node, k, ReadWrites(frozenset(reads), rw.writes), loops))
+        out.append(SchedulerNode(f"op{k}", node, k, ReadWrites(frozenset(reads), rw.writes), loops, graph.size_vars))
     return out

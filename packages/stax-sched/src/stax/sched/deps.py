@@ -11,14 +11,16 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 
-from stax.ir import ComputedBuffer, ExternKernel, Graph, IndexValue, Load, Reduction, Scatter, walk
+from stax.ir import ComputedBuffer, ExternKernel, Graph, IndexValue, Load, Reduction, Scatter, SizeVars, walk
 from stax.ir.index import pointwise_vars, reduction_vars
 from stax.ir.normalize import NormalizedIndex, normalize_index
+from stax.ir.sizevars import NO_SIZE_VARS, provably_nonnegative
 
 
 @dataclass(frozen=True)
 class MemoryDep:
-    """Access of `name` at a normalized index; `nbytes` is what the access moves."""
+    """Access of `name` at a normalized index; `nbytes` is what the access moves (at the size hints
+    when the sizes are symbolic: an estimate for the score, never for legality)."""
 
     name: str
     index: NormalizedIndex
@@ -34,6 +36,10 @@ class MemoryDep:
     def numel(self) -> int:
         return self.index.numel()
 
+    def numel_expr(self):
+        """Elements accessed: an int, or an expression in size symbols."""
+        return self.index.numel_expr()
+
     def is_injective(self) -> bool:
         return self._injective
 
@@ -42,6 +48,8 @@ class MemoryDep:
         """True when distinct iterations touch distinct addresses (checked on the affine form)."""
         if not self.index.is_affine:
             return False
+        if not self.index.is_static or not all(isinstance(t, int) for _, t in self.index.dims):
+            return _injective_symbolic(self.index.dims)
         span = 0
         for size, stride in sorted(self.index.dims, key=lambda d: abs(d[1])):
             if stride == 0 or abs(stride) <= span:
@@ -52,6 +60,17 @@ class MemoryDep:
     def __str__(self) -> str:
         ranges = ", ".join(f"{v}: {s}" for v, s in self.index.ranges.items())
         return f"MemoryDep('{self.name}', {self.index.index}, {{{ranges}}})"
+
+
+def _injective_symbolic(dims) -> bool:
+    """Injective for every value of the size symbols: inner to outer, each stride provably positive and
+    above the span of the dims inside it (the order of a row-major layout; any other order: False)."""
+    span = 0
+    for size, stride in reversed(dims):
+        if not provably_nonnegative(stride - span - 1):
+            return False
+        span = span + stride * (size - 1)
+    return True
 
 
 @dataclass(frozen=True)
@@ -123,15 +142,19 @@ def _ranges(ranges: tuple, red: tuple) -> tuple:
     return tuple(zip(pointwise_vars(len(ranges)), ranges)) + tuple(zip(reduction_vars(len(red)), red))
 
 
-def read_writes(node, graph_layouts: dict, body_nodes=None) -> ReadWrites:
-    """The node's dependences; `graph_layouts` maps buffer name -> Layout (for byte counts).
+def read_writes(node, graph_layouts: dict, body_nodes=None, size_vars: SizeVars = NO_SIZE_VARS) -> ReadWrites:
+    """The node's dependences; `graph_layouts` maps buffer name -> Layout (for byte counts, at the hints
+    of `size_vars` when sizes are symbolic).
 
     `body_nodes` is `list(walk(node.body.value))` when the caller already has it.
     """
 
     def nbytes_of(name, numel=None):
         layout = graph_layouts[name]
-        n = layout.storage_size() if numel is None else numel
+        if numel is None:
+            n = layout.storage_size() if not size_vars else size_vars.hint(layout.storage_size_expr())
+        else:
+            n = numel if isinstance(numel, int) else size_vars.hint(numel)
         return n * layout.dtype.itemsize
 
     if isinstance(node, ExternKernel):
@@ -144,7 +167,7 @@ def read_writes(node, graph_layouts: dict, body_nodes=None) -> ReadWrites:
     for n in body_nodes if body_nodes is not None else walk(node.body.value):
         _add_read(reads, n, ranges, nbytes_of)
     widx = normalize_index(write_index(node.layout), ranges)
-    writes = frozenset({MemoryDep(node.name, widx, nbytes_of(node.name, widx.numel()))})
+    writes = frozenset({MemoryDep(node.name, widx, nbytes_of(node.name, widx.numel_expr()))})
     return ReadWrites(frozenset(reads), writes)
 
 
@@ -155,7 +178,7 @@ def _add_read(reads: set, n, ranges, nbytes_of) -> None:
         reads.add(StarDep(n.buffer, nbytes_of(n.buffer)))
         return
     idx = normalize_index(n.index, ranges)
-    reads.add(MemoryDep(n.buffer, idx, nbytes_of(n.buffer, idx.numel())))
+    reads.add(MemoryDep(n.buffer, idx, nbytes_of(n.buffer, idx.numel_expr())))
 
 
 def _scatter_read_writes(node: ComputedBuffer, nbytes_of) -> ReadWrites:

@@ -4,6 +4,10 @@ A buffer lives from the kernel that produces it to the end of its last user;
 graph inputs from the start, graph outputs to the end. M* is the largest total
 size of the buffers live at one kernel. One linear scan per order, so the
 reordering pass can compare candidate orders cheaply.
+
+With symbolic sizes a buffer's bytes are its size at the hints (peak and M* are
+estimates), while its storage size stays the expression: buffers share storage only
+where those are provably equal (`storage_size` is the expanded, canonical spelling).
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from stax.ir import Graph, InputBuffer
+from stax.ir.sizevars import canonical_size
 
 from .deps import WeakDep
 
@@ -18,10 +23,10 @@ from .deps import WeakDep
 @dataclass(frozen=True)
 class BufferInfo:
     name: str
-    nbytes: int
+    nbytes: int  # at the size hints when symbolic
     device: str
     dtype: object
-    storage_size: int
+    storage_size: object  # elements: an int, or the canonical expression in size symbols
     is_input: bool
     is_output: bool
 
@@ -31,12 +36,18 @@ class MemoryModel:
 
     def __init__(self, graph: Graph, groups):
         outputs = set(graph.outputs)
+        sv = graph.size_vars
+        self.symbolic = bool(sv)
         self.buffers: dict[str, BufferInfo] = {}
         for b in (*graph.inputs, *graph.nodes):
             lay = b.layout
+            if sv:
+                storage = canonical_size(lay.storage_size_expr())
+                nbytes = sv.hint(storage) * lay.dtype.itemsize
+            else:
+                storage, nbytes = lay.storage_size(), lay.nbytes()
             self.buffers[b.name] = BufferInfo(
-                b.name, lay.nbytes(), lay.device, lay.dtype, lay.storage_size(), isinstance(b, InputBuffer),
-                b.name in outputs,
+                b.name, nbytes, lay.device, lay.dtype, storage, isinstance(b, InputBuffer), b.name in outputs,
             )
         self.inputs = [i.name for i in graph.inputs]
         self.outputs = outputs

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from stax.ir import ComputedBuffer, Reduction, Scan, Scatter
 from stax.ir.affine import affine_parts, contiguous_runs
-from stax.ir.index import as_int, pointwise_vars, reduction_vars
+from stax.ir.index import pointwise_vars, reduction_vars
+from stax.ir.sizevars import canonical_size
 
 from .deps import index_exprs
 
@@ -27,11 +28,17 @@ class LoopInfo:
     boundaries: frozenset  # k such that the first k pointwise `sizes` form whole merged dims
 
 
-def _product(xs) -> int:
+def _product(xs):
+    """An int for static sizes; with symbolic ones the expanded product (one spelling per value)."""
     out = 1
     for x in xs:
         out *= x
-    return out
+    return out if isinstance(out, int) else canonical_size(out)
+
+
+def _size(n):
+    """A loop size as the scheduler keeps it: an int, or a sympy expression in size symbols."""
+    return canonical_size(n)
 
 
 def loop_info(node: ComputedBuffer, body_nodes=None) -> LoopInfo:
@@ -49,8 +56,8 @@ def loop_info(node: ComputedBuffer, body_nodes=None) -> LoopInfo:
 @functools.lru_cache(maxsize=4096)
 def _loop_vars(ranges: tuple, red: tuple) -> tuple[tuple, tuple]:
     """((var, size), ...) for the size>1 pointwise and reduction dims."""
-    p = tuple((v, n) for v, n in zip(pointwise_vars(len(ranges)), map(as_int, ranges)) if n != 1)
-    r = tuple((v, n) for v, n in zip(reduction_vars(len(red)), map(as_int, red)) if n != 1)
+    p = tuple((v, n) for v, n in zip(pointwise_vars(len(ranges)), map(_size, ranges)) if n != 1)
+    r = tuple((v, n) for v, n in zip(reduction_vars(len(red)), map(_size, red)) if n != 1)
     return p, r
 
 
@@ -78,7 +85,7 @@ def _coalesce(p: tuple, r: tuple, exprs: tuple) -> LoopInfo:
 
 def _scan_info(body: Scan) -> LoopInfo:
     """A scan runs its axis sequentially: ((the other dims), (axis size,)), never coalesced."""
-    sizes = [as_int(s) for s in body.ranges]
+    sizes = [_size(s) for s in body.ranges]
     rest = tuple(s for k, s in enumerate(sizes) if k != body.axis and s != 1)
     axis = (sizes[body.axis],) if sizes[body.axis] != 1 else ()
     return LoopInfo((rest, axis), (rest, axis), frozenset({0}))
@@ -86,6 +93,6 @@ def _scan_info(body: Scan) -> LoopInfo:
 
 def _scatter_info(body: Scatter) -> LoopInfo:
     """A scatter: ((output sizes), (scatter sizes)) for its two passes, never coalesced or fused."""
-    out = tuple(n for n in map(as_int, body.ranges) if n != 1)
-    pts = tuple(n for n in map(as_int, body.scatter_ranges) if n != 1)
+    out = tuple(n for n in map(_size, body.ranges) if n != 1)
+    pts = tuple(n for n in map(_size, body.scatter_ranges) if n != 1)
     return LoopInfo((out, pts), (out, pts), frozenset({0}))

@@ -6,7 +6,9 @@ with a free pool: a released intermediate (not an output, not an input) joins th
 pool; an allocation takes a pooled buffer of the same device, dtype and storage
 size if holding that storage until now keeps occupancy at every step within the
 current peak — emitted as `buf5 = buf2; del buf2  # reuse`, and the pooled buffer's
-own release is dropped (its storage passes on). Optional in-place reuse lets a node
+own release is dropped (its storage passes on). With symbolic sizes "same storage size"
+means provably equal (the canonical expressions match: s0*s1 and s1*s0 share, s0 and
+s1 never do, whatever their hints) and the peak checks use the hints. Optional in-place reuse lets a node
 write into a buffer that dies at that node when it reads it at its write index.
 
 In-place pairs are chosen first, and M* is Def 7.5's maximum with each pair counted
@@ -114,7 +116,8 @@ def plan_memory(order, model: MemoryModel, config: SchedulerConfig) -> MemoryPla
                 pool.setdefault((info.device, info.dtype, info.storage_size), []).append((name, k))
     # A pooled buffer that was reused lost its release; drop the events that were already emitted.
     events = [e for e in events if not (e.kind == FREE and e.buffer in taken)]
-    arena = plan_arena(order, model, life, config.arena_alignment) if config.plan_arena else None
+    # Symbolic sizes: no fixed offsets exist (the pool is off; reuse above still applies).
+    arena = plan_arena(order, model, life, config.arena_alignment) if config.plan_arena and not model.symbolic else None
     log.debug("peak %d B, M* %d B%s", int(occ.max()) if len(occ) else 0, lower_bound,
               f", arena {arena[0]} B" if arena else "")
     return MemoryPlan(

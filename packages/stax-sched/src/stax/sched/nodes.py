@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stax.ir import ExternKernel, Reduction, Scan, Scatter
+from stax.ir import ExternKernel, Reduction, Scan, Scatter, SizeVars
+from stax.ir.sizevars import NO_SIZE_VARS
 
 from .deps import MemoryDep, ReadWrites, StarDep, WeakDep
 from .loops import LoopInfo
@@ -26,7 +27,8 @@ class SchedulerNode:
 
     node_type = SCHEDULER_NODE
 
-    def __init__(self, name: str, node, pos: int, rw: ReadWrites, loops: LoopInfo | None):
+    def __init__(self, name: str, node, pos: int, rw: ReadWrites, loops: LoopInfo | None,
+                 size_vars: SizeVars = NO_SIZE_VARS):
         self.name = name  # op0, op1, ... in graph order
         self.node = node
         self.buffer = node.name
@@ -46,6 +48,8 @@ class SchedulerNode:
         self.loop_fusion = None
         self.write_dep = next(iter(rw.writes))
         self.dependent_reductions = None  # see can_fuse.dependent_reductions
+        # the iteration group at the size hints (= `group` when static): orders log text, decides nothing
+        self.group_at_hints = _at_hints(self.group, size_vars) if size_vars else self.group
 
 
     # No attributes pointing back at self: scheduler nodes must not form reference
@@ -93,6 +97,12 @@ class SchedulerNode:
 
     def __repr__(self) -> str:
         return f"{self.name}"
+
+
+def _at_hints(sizes, size_vars: SizeVars):
+    if isinstance(sizes, tuple):
+        return tuple(_at_hints(s, size_vars) for s in sizes)
+    return size_vars.hint(sizes)
 
 
 def _dep_key(d) -> tuple:

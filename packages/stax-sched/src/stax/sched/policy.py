@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from stax.ir import Load, body_roots, walk
+from stax.ir import Load, body_roots, provably_equal, walk
 
 from .config import SchedulerConfig
 from .nodes import FUSED_NODE, OUTER_LOOP_FUSED_NODE, LoopFusion, SchedulerNode
@@ -41,7 +41,9 @@ class FusionPolicy(Protocol):
 
 
 def _groups(snodes) -> str:
-    return " vs ".join(sorted({str(n.group) for n in snodes}))
+    """The distinct iteration groups, in the order of their values at the size hints (the text of a static
+    group): symbolic sizes log the same line as static ones, up to the sizes."""
+    return " vs ".join(g for _, g in sorted({(str(n.group_at_hints), str(n.group)) for n in snodes}))
 
 
 def outer_loop_depth(snodes: Sequence[SchedulerNode]) -> int:
@@ -50,7 +52,7 @@ def outer_loop_depth(snodes: Sequence[SchedulerNode]) -> int:
     limit = min(len(n.sizes[0]) for n in snodes)
     best = 0
     for k in range(1, limit + 1):
-        if any(n.sizes[0][k - 1] != first[k - 1] for n in snodes):
+        if not all(provably_equal(n.sizes[0][k - 1], first[k - 1]) for n in snodes):
             break
         if all(k in n.loops.boundaries for n in snodes):
             best = k
@@ -78,7 +80,15 @@ class CpuPolicy:
 
 def splittable(sizes: Sequence[int], n: int) -> bool:
     """Can loops `sizes` be read as (n, rest): a prefix of dims, possibly splitting one, of product n?
-    (A size-0 dim makes every longer prefix empty: only n == 0 matches it.)"""
+    (A size-0 dim makes every longer prefix empty: only n == 0 matches it.) With symbolic sizes only
+    whole-dim prefixes are proven (no dim split)."""
+    if not (isinstance(n, int) and all(isinstance(s, int) for s in sizes)):
+        acc = 1
+        for s in sizes:
+            if provably_equal(acc, n):
+                return True
+            acc = acc * s
+        return provably_equal(acc, n)
     acc = 1
     for s in sizes:
         if acc == n or (acc and n and n % acc == 0 and s % (n // acc) == 0):
@@ -116,17 +126,31 @@ class GpuPolicy:
         if not reds:
             numels = {n.pointwise_numel() for n in points}
             if len(numels) > 1:
-                return f"incompatible iteration spaces: element counts {sorted(numels)} differ"
+                return f"incompatible iteration spaces: element counts {_sorted(numels)} differ"
             return LoopFusion(FUSED_NODE, SAME_NUMEL, 0, points[0].sizes)
         nr = {(n.pointwise_numel(), n.reduction_numel()) for n in reds}
         if len(nr) > 1:
-            return f"incompatible iteration spaces: reductions (n, r) {sorted(nr)} differ"
+            return f"incompatible iteration spaces: reductions (n, r) {_sorted(nr)} differ"
         n, r = next(iter(nr))
         for p in points:
             numel = p.pointwise_numel()
-            if numel != n and not (numel == n * r and splittable(p.sizes[0], n)):
+            same = provably_equal(numel, n)
+            if not same and not (provably_equal(numel, n * r) and splittable(p.sizes[0], n)):
                 return f"incompatible iteration spaces: {numel} elements vs reduction (n={n}, r={r})"
-            if numel != n and n < self.gather_min_outputs and gathers(p):
+            if not same and _below(n, self.gather_min_outputs) and gathers(p):
                 return f"gathers of {p.buffer} would run in {n} program(s) of a reduction (n={n}, r={r})"
         reason = POINTWISE_WITH_REDUCTION if points else SAME_VARS_REDUCE
         return LoopFusion(FUSED_NODE, reason, 0, reds[0].sizes)
+
+
+def _below(n, limit: int) -> bool:
+    """n < limit; a symbolic n is compared at no value: it may be large (not below)."""
+    return n < limit if isinstance(n, int) else False
+
+
+def _sorted(xs) -> list:
+    """Sorted for the log: by value when static, by text when some size is symbolic."""
+    try:
+        return sorted(xs)
+    except TypeError:
+        return sorted(xs, key=str)

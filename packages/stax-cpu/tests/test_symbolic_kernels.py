@@ -1,0 +1,123 @@
+"""Symbolic sizes as kernel arguments (issue 23.3, first slice): a graph over size symbols is compiled once
+and its module runs at several sizes, each checked against the numpy interpreter at that binding."""
+
+import numpy as np
+import pytest
+import sympy
+from stax.cpu import compile_schedule
+from stax.cpu.runtime import InputLayoutError
+from stax.ir import (
+    ComputedBuffer,
+    Graph,
+    InputBuffer,
+    Layout,
+    Pointwise,
+    Reduction,
+    SizeVars,
+    bind_graph,
+    interpret,
+    load,
+    op,
+    outputs,
+    size_var,
+    to_storage,
+)
+from stax.ir import dtypes as dt
+from stax.ir.examples import example_7_1
+from stax.ir.index import pointwise_vars, reduction_vars
+from stax.sched import schedule
+
+F32, I64 = dt.float32, dt.int64
+s0, s1 = size_var("s0"), size_var("s1")
+i0, i1 = pointwise_vars(2)
+(r0,) = reduction_vars(1)
+TABLE = SizeVars.of(s0=(2, 4096, 64), s1=(2, 4096, 128))
+SIZES = [(2, 3), (7, 33), (64, 128), (100, 17)]
+
+
+def transpose_broadcast(n, m, size_vars):
+    """out[i, j] = x.t()[i, j] * 2 + y[j]: a load strided by n, a broadcast row, a contiguous store."""
+    x = InputBuffer("x", Layout.contiguous((m, n), F32))
+    y = InputBuffer("y", Layout.contiguous((m,), F32))
+    v = op("add", op("mul", load("x", n * i1 + i0, F32), op("add", load("y", i1, F32), load("y", i1, F32))),
+           load("y", i1, F32))
+    out = ComputedBuffer("out", Layout.contiguous((n, m), F32), Pointwise((n, m), v))
+    return Graph((x, y), (out,), ("out",), size_vars)
+
+
+def row_max_argmax(n, m, size_vars):
+    """Two row reductions of one input: the max (a float) and its index (argmax over a symbolic row)."""
+    x = InputBuffer("x", Layout.contiguous((n, m), F32))
+    ld = load("x", m * i0 + r0, F32)
+    mx = ComputedBuffer("mx", Layout.contiguous((n,), F32), Reduction((n,), (m,), "max", ld))
+    am = ComputedBuffer("am", Layout.contiguous((n,), I64), Reduction((n,), (m,), "argmax", ld))
+    return Graph((x,), (mx, am), ("mx", "am"), size_vars)
+
+
+def gather_rows(n, m, size_vars):
+    """out[j, k] = x[idx[j], k], the indirect index checked against the symbolic bound n at run time."""
+    x = InputBuffer("x", Layout.contiguous((n, m), F32))
+    idx = InputBuffer("idx", Layout.contiguous((m,), I64))
+    t = sympy.Symbol("t0", integer=True, nonnegative=True)
+    v = load("x", m * t + i1, F32, indirect=((t, load("idx", i0, I64), n),))
+    out = ComputedBuffer("out", Layout.contiguous((m, m), F32), Pointwise((m, m), v))
+    return Graph((x, idx), (out,), ("out",), size_vars)
+
+
+def example(n, m, size_vars):
+    return example_7_1(n, m, size_vars=size_vars)
+
+
+def _feed(graph, n, seed):
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for inp in graph.inputs:
+        shape = tuple(int(s) for s in inp.layout.sizes)
+        arrays.append(rng.integers(0, n, size=shape) if inp.layout.dtype == I64
+                      else rng.uniform(0.5, 1.5, shape).astype(np.float32))  # row sums far from 0
+    return arrays
+
+
+@pytest.mark.parametrize("build", [example, transpose_broadcast, row_max_argmax, gather_rows],
+                         ids=lambda f: f.__name__)
+def test_compiled_once_runs_at_every_size(cfg, build):
+    """One module; each call reads its sizes from the inputs and agrees with the interpreter there."""
+    g = build(s0, s1, TABLE)
+    mod = compile_schedule(schedule(g), config=cfg)
+    assert "const int64_t s0, const int64_t s1" in mod.source
+    for n, m in SIZES:
+        arrays = _feed(bind_graph(g, {"s0": n, "s1": m}), n, seed=n * 1000 + m)
+        bound = bind_graph(g, {"s0": n, "s1": m})
+        feed = {i.name: to_storage(a, i.layout) for i, a in zip(bound.inputs, arrays)}
+        want = outputs(bound, interpret(g, feed, sizes={"s0": n, "s1": m}))
+        got = mod.call(list(arrays))
+        for w, o in zip(want, got):
+            assert o.shape == w.shape and o.dtype == w.dtype
+            np.testing.assert_allclose(o, w, rtol=1e-5, atol=1e-6)  # float32 sums in another order
+
+
+def test_example_7_1_keeps_listing_7_1s_shape(cfg):
+    """The outer-loop-fused kernel of Example 7.1 with symbolic n, m: one parallel loop over x0 < s0 holding
+    the row sum and the divide over x1 < s1 (scalar form in this slice)."""
+    mod = compile_schedule(schedule(example(s0, s1, TABLE)), config=cfg)
+    src = mod.source
+    assert "for (int64_t x0 = 0; x0 < s0; x0 += 1)" in src
+    assert src.count("for (int64_t x1 = 0; x1 < s1; x1 += 1)") == 2
+    assert "in_ptr0[(x1 + x0*s1)]" in src
+
+
+def test_sizes_outside_the_range_are_refused(cfg):
+    """The compiled module's assumptions (the sizes' ranges, the inputs' rank) are checked at each call."""
+    sv = SizeVars.of(s0=(2, 16, 8), s1=(2, 4096, 128))
+    mod = compile_schedule(schedule(example(s0, s1, sv)), config=cfg)
+    with pytest.raises(InputLayoutError, match=r"size s0 = 17 .* outside the range \[2, 16\]"):
+        mod.call([np.zeros((17, 4), np.float32)])
+    with pytest.raises(InputLayoutError, match="expected 2 dimensions"):
+        mod.call([np.zeros((4,), np.float32)])
+
+
+def test_indirect_index_is_checked_against_the_symbolic_bound(cfg):
+    mod = compile_schedule(schedule(gather_rows(s0, s1, TABLE)), config=cfg)
+    x = np.zeros((3, 4), np.float32)
+    with pytest.raises(IndexError, match="out of bounds for dimension with size 3"):
+        mod.call([x, np.array([0, 1, 3, 2], np.int64)])
