@@ -14,7 +14,6 @@ import logging
 import os
 import subprocess
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -35,8 +34,8 @@ def _env(graph_dir: Path) -> dict:
             "STAX_GRAPH_CACHE_DIR": str(graph_dir), "OMP_NUM_THREADS": "1"}
 
 
-def _worker(graph_dir: Path, start: Path | None = None, ready: Path | None = None) -> subprocess.Popen:
-    args = [sys.executable, str(WORKER)] + ([str(start), str(ready)] if start else [])
+def _worker(graph_dir: Path, arrive: Path | None = None, n: int = 0) -> subprocess.Popen:
+    args = [sys.executable, str(WORKER)] + ([str(arrive), str(n)] if arrive else [])
     return subprocess.Popen(args, env=_env(graph_dir), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -48,22 +47,17 @@ def _result(proc: subprocess.Popen) -> dict:
 
 @pytest.fixture(scope="module")
 def processes(tmp_path_factory):
-    """Two workers compiling the same graphs on an empty graph cache at once, then a third."""
+    """Two workers writing the same entries of an empty graph cache at once (each waits, before its first
+    write, until both have missed: graph_cache_worker.py), then a third process on the cache they left."""
     graph_dir = tmp_path_factory.mktemp("graphs")
-    start = graph_dir.parent / (graph_dir.name + ".start")
-    ready = [graph_dir.parent / f"{graph_dir.name}.ready{k}" for k in range(2)]
-    first = [_worker(graph_dir, start, r) for r in ready]
-    deadline = time.monotonic() + 120
-    while not all(r.exists() for r in ready) and time.monotonic() < deadline and all(p.poll() is None for p in first):
-        time.sleep(0.01)
-    start.touch()  # both are past their imports and eager reference, polling for this file
-    writers = [_result(p) for p in first]
+    arrive = tmp_path_factory.mktemp("arrive")
+    writers = [_result(p) for p in [_worker(graph_dir, arrive, 2) for _ in range(2)]]
     return writers, _result(_worker(graph_dir)), graph_dir
 
 
 def test_two_processes_writing_one_key_both_succeed(processes):
-    """Both compile and run correctly; the forward graph (looked up by both at once) is written by both,
-    a graph the other process stored first may be a hit; no temporary file is left behind."""
+    """Both compile and run correctly; the forward graph (missed by both) is written by both, the backward
+    one may be a hit if the other process stored it first; no temporary file is left behind."""
     writers, _, graph_dir = processes
     for r in writers:
         assert r["max_err"] < 1e-5 and r["max_grad_err"] < 1e-5, r
@@ -280,3 +274,16 @@ def test_report_lists_compile_phases(tmp_path):
     (page,) = [p for p in tmp_path.glob("*.html") if p.name != "index.html"]
     phases = report.load(str(page))["compile_phases"]
     assert {"lower", "schedule", "codegen", "cxx", "load"} <= set(phases) and "first_run" not in phases
+
+
+@pytest.mark.parametrize("value", [torch.device("cpu"), lambda: 0], ids=["torch-object", "callable"])
+def test_entry_holding_other_than_plain_data_is_not_written(tmp_path, value):
+    """Only builtins and stax's dataclasses are stored: anything else makes the graph uncacheable (the
+    pipeline logs and counts the reason, whole_graph.store) instead of pickling an object it cannot rebuild."""
+    from stax.frontend.graph_cache import GraphCache, GraphEntry
+    from stax.frontend.graph_key import Uncacheable
+
+    cache = GraphCache(tmp_path / "graphs", tmp_path)
+    with pytest.raises(Uncacheable, match="not plain data|does not pickle"):
+        cache.store(GraphEntry("cd" * 32, "g", None, None, ((), ()), (), (("value", value),)))
+    assert not list((tmp_path / "graphs").rglob("*.entry"))

@@ -82,7 +82,7 @@ def _compile_graph(gm, example_inputs, kind: str, cfg: Config, input_strides, cl
             else:
                 clock.cache = "hit"
                 compiled = _finish(spec, extras, module, device, variant, input_strides, clock,
-                                   whole_graph.entry_counts(found.entry), gm.code)
+                                   whole_graph.entry_counts(found.entry))
                 metrics.record(graphs_compiled=1, compile_time_s=time.perf_counter() - t0)
                 return compiled
         cse(gm)
@@ -95,7 +95,7 @@ def _compile_graph(gm, example_inputs, kind: str, cfg: Config, input_strides, cl
         clock.cache = whole_graph.store(found, lowered, built, counts, clock)
         clock.ident = clock.ident or lowered.graph.content_hash()[:12]
         compiled = _finish(from_lowered(lowered), extra_values(None, lowered, gm, device), built.module, device,
-                           variant, input_strides, clock, counts, gm.code)
+                           variant, input_strides, clock, counts)
     except Exception as e:  # noqa: BLE001 - never crash where eager works
         module = built.module if built is not None else None
         if cfg.debug:
@@ -118,7 +118,7 @@ def _compile_graph(gm, example_inputs, kind: str, cfg: Config, input_strides, cl
     return compiled
 
 
-def _finish(spec, extras, module, device, variant, input_strides, clock: PhaseClock, counts: dict, code: str):
+def _finish(spec, extras, module, device, variant, input_strides, clock: PhaseClock, counts: dict):
     """The boxed callable of a compiled (or loaded) graph; its metrics; the output strides reported to
     AOTAutograd (forward graphs); the phase line once its first call has run."""
     metrics.record(**counts)

@@ -146,7 +146,10 @@ class GraphCache:
     def store(self, entry: GraphEntry) -> bool:
         """Write `entry` atomically; False (logged) when the directory is read-only. Raises Uncacheable
         when the entry holds something other than plain data."""
-        payload = pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL)
+        try:
+            payload = pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL)
+        except (pickle.PicklingError, TypeError, AttributeError) as e:  # a callable, a lambda, a lock...
+            raise Uncacheable(f"the compiled graph does not pickle ({type(e).__name__}: {e})") from None
         try:
             _plain_loads(payload)
         except pickle.UnpicklingError as e:
