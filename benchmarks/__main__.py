@@ -38,6 +38,9 @@ def parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"),
                     help="real: the models' parameters and inputs")
     ap.add_argument("--autocast", action="store_true", help="real: float32 weights under torch.autocast(bfloat16)")
+    ap.add_argument("--compile", action="store_true",
+                    help="real: compile time only: per model and backend, cold (fresh caches) and warm (caches "
+                         "kept), one process each -> compile-<device>[...].{md,json} (harness/compile_time.py)")
     ap.add_argument("--deadline", type=float, default=None,
                     help="start no workload after this many seconds (the rest are reported as skipped)")
     ap.add_argument("--only", default="", help="comma list of workload name prefixes "
@@ -74,7 +77,8 @@ def stem(args) -> str:
         return f"{device}-{args.suite}{quick}"
     from .workloads.real import Variant
 
-    return f"real-{device}{Variant(args.train, args.dtype, args.autocast).stem}{quick}"
+    head = "compile" if args.compile else "real"
+    return f"{head}-{device}{Variant(args.train, args.dtype, args.autocast).stem}{quick}"
 
 
 def write(data: dict, path_stem: str, chart: bool) -> list[str]:
@@ -104,7 +108,12 @@ def main(argv=None) -> int:
     if args.autocast and args.dtype != "float32":
         print("--autocast keeps float32 weights: use it without --dtype bfloat16", file=sys.stderr)
         return 2
+    if args.compile and args.suite != "real":
+        print("--compile belongs to --suite real", file=sys.stderr)
+        return 2
     out_dir = output_dir(args)
+    if args.compile:
+        return compile_suite(args, backends, out_dir)
     tmp = None
     if not args.keep_caches:  # before torch / inductor / stax read them
         tmp = tempfile.mkdtemp(prefix="stax-bench-cache-")
@@ -156,6 +165,45 @@ def main(argv=None) -> int:
                                            "  (--quick: scratch output; --out DIR to write elsewhere)"),
           file=sys.stderr)
     return 0 if any(r["status"] == "ok" for r in data["results"]) else 1
+
+
+def compile_suite(args, backends: tuple, out_dir: str) -> int:
+    """--suite real --compile: compile_time.measure per model (its own processes and caches), then the table."""
+    import json
+    import time
+
+    from .harness import compile_output, compile_time
+    from .harness.progress import Progress
+    from .harness.runner import Options, _loadavg, machine, selected
+    from .workloads.real import Variant
+
+    if args.threads:
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    variant = Variant(args.train, args.dtype, args.autocast)
+    opts = Options.real(variant, quick=args.quick, device=args.device,
+                        only=tuple(o.strip() for o in args.only.split(",") if o.strip()))
+    names = [w.name for w in selected(opts)]
+    compiled = tuple(b for b in backends if b != "eager")
+    progress = Progress(len(names) * len(compiled) * 2)
+    t0 = time.time()
+    load_before = _loadavg()
+    rows = compile_time.measure(names, compiled, args, progress)
+    progress.close()
+    data = {"meta": {"suite": "real", "mode": "compile", "device": args.device, "label": variant.label,
+                     "quick": args.quick, "threads": args.threads, "backends": list(compiled),
+                     "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "wall_s": time.time() - t0,
+                     "machine": machine(opts), "load_average": {"start": load_before, "end": _loadavg()}},
+            "results": rows}
+    os.makedirs(out_dir, exist_ok=True)
+    path_stem = os.path.join(out_dir, stem(args))
+    with open(path_stem + ".json", "w") as f:
+        json.dump(data, f, indent=1)
+    text = compile_output.markdown(data)
+    with open(path_stem + ".md", "w") as f:
+        f.write(text)
+    print(text)
+    print(f"wrote {path_stem}.json, {path_stem}.md", file=sys.stderr)
+    return 0 if any("error" not in (r.get("cold") or {"error": 1}) for r in rows) else 1
 
 
 if __name__ == "__main__":

@@ -36,7 +36,9 @@ TOL = {
 def _fresh():
     torch._dynamo.reset()
     metrics.reset()
-    with config.patch(strict=True):
+    # the whole-graph cache off: tests watch lowering and scheduling happen (spies, logs, reports);
+    # test_graph_cache.py turns it on
+    with config.patch(strict=True, graph_cache=False):
         yield
     torch._dynamo.reset()
 

@@ -174,7 +174,7 @@ def test_cpu_input_check_fast_path_and_its_errors():
     with pytest.raises(InputLayoutError, match="input x: expected dtype float32, got float64"):
         check_input(alloc, t.double(), (4, 3), (3, 1), dt.float32, "x")
     # the generated wrappers' checker: the exact match inline, the same errors otherwise
-    from stax.cpu.compile import _input_checker
+    from stax.cpu.loader import _input_checker
 
     wrapper_check = _input_checker(alloc)
     wrapper_check(t, (4, 3), (3, 1), dt.float32, "x")

@@ -32,8 +32,8 @@ def test_cpu_option_reaches_stax_cpu(monkeypatch):
     seen = []
     import stax.cpu
 
-    real = stax.cpu.compile_schedule
-    monkeypatch.setattr(stax.cpu, "compile_schedule", lambda *a, **k: (seen.append(k["config"]), real(*a, **k))[1])
+    real = stax.cpu.prepare
+    monkeypatch.setattr(stax.cpu, "prepare", lambda config: (seen.append(config), real(config))[1])
     _kernels({"cpu.isa": "none", "cpu.min_chunk": 4096})
     assert seen and all(c.isa == "none" and c.min_chunk == 4096 for c in seen)
 
@@ -54,8 +54,8 @@ def test_cpu_kernels_use_torch_thread_count(monkeypatch):
     import stax.cpu
 
     seen = []
-    real = stax.cpu.compile_schedule
-    monkeypatch.setattr(stax.cpu, "compile_schedule", lambda *a, **k: (seen.append(k["config"]), real(*a, **k))[1])
+    real = stax.cpu.prepare
+    monkeypatch.setattr(stax.cpu, "prepare", lambda config: (seen.append(config), real(config))[1])
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(1)

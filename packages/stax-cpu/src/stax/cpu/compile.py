@@ -1,47 +1,36 @@
 """compile_schedule: Schedule -> C++ -> shared libraries -> CompiledModule with `call(args)`.
 
-The pipeline, one step per line: pick the ISA, emit each kernel, build (cached,
-in parallel), load, generate the wrapper, exec it against the runtime hooks.
+The pipeline, one step per function: `prepare` (compiler, ISA, threads, flags: build_env.py),
+`generate_artifact` (each kernel's C++ and the wrapper, as plain data: artifact.py),
+`build_libraries` (g++, cached, in parallel), `load_artifact` (dlopen, exec the wrapper
+against the runtime hooks: loader.py). A caller that caches artifacts runs the last two only.
 """
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import time
+from pathlib import Path
 
 from stax.ir import ExternKernel, body_roots, loads
-from stax.ir import dtypes as dt
 from stax.sched import CompiledModule, Schedule
 from stax.sched.schedule import EXTERN, SCATTER
 
 from . import isa as isa_mod
-from . import miscompile, runtime, toolchain
-from .config import CpuConfig, resolve_cache_dir, resolve_num_threads, resolve_workers
+from . import runtime, toolchain
+from .artifact import CpuArtifact, ExternCall, KernelEntry
+from .build_env import BuildEnv, prepare
+from .config import CpuConfig, resolve_workers
 from .frame import KernelSource
 from .kernel import emit_kernel
-from .malloc_tuning import tune_malloc
+from .loader import load_artifact
 from .prelude import PRELUDE
-from .regions import ERR_SLOT, RegionPlanner, emit_region, storage_roots
+from .regions import RegionPlanner, emit_region, storage_roots
 from .scatter import emit_scatter_kernel
 from .vec_prelude import vec_prelude
 from .wrapper import wrapper_source
 
 log = logging.getLogger("stax.cpu")
-
-
-def _input_checker(allocator):
-    """The wrapper's check_input(buf, sizes, strides, dtype, name): the allocator's exact-match
-    test inline (it runs for every input of every call), the full check only on a mismatch."""
-    matches = getattr(allocator, "matches", None)
-    if matches is None:
-        return lambda buf, sizes, strides, d, name: runtime.check_input(allocator, buf, sizes, strides, d, name)
-
-    def check_input(buf, sizes, strides, d, name):
-        if not matches(buf, sizes, strides, d):
-            runtime.check_input(allocator, buf, sizes, strides, d, name)
-
-    return check_input
 
 
 def _reads(graph, kernel) -> set:
@@ -139,26 +128,14 @@ WRAPPER_NAMES = frozenset({"empty_strided", "data_ptr", "as_strided", "check_inp
 WRAPPER_PREFIXES = ("k_", "ext_", "consts_", "dt_")
 
 
-def compile_schedule(schedule: Schedule, *, allocator=None, extern_kernels=None, config: CpuConfig | None = None
-                     ) -> CompiledModule:
-    config = config or CpuConfig()
-    allocator = allocator or runtime.NumpyAllocator()
-    extern_kernels = dict(extern_kernels or {})
-    t0 = time.perf_counter()
-    tune_malloc(config)  # process-wide; see malloc_tuning.py (CpuConfig.tune_malloc / $STAX_CPU_TUNE_MALLOC)
-    tc = toolchain.Toolchain.from_config(config)  # tc.cxx None: no compiler, only cached libraries load
-    cache = toolchain.open_cache(resolve_cache_dir(config))  # unwritable: a private temporary directory
-    isa = isa_mod.select(tc, cache, config.isa)
-    threads = resolve_num_threads(config)
-    flags = tuple(config.opt_flags) + isa.flags + toolchain.BASE_FLAGS + tuple(config.extra_flags)
-    # known wrong-code bugs of this compiler under these flags (miscompile.py): the flags that avoid them
-    probe_flags = tuple(f for f in flags if f != "-shared")
-    flags += miscompile.workaround_flags(tc, cache, probe_flags)
-
+def generate_artifact(schedule: Schedule, env: BuildEnv, config: CpuConfig, extern_kernels: dict
+                      ) -> CpuArtifact:
+    """Code generation: the schedule's C++ units and Python wrapper as plain data (no g++, no dlopen).
+    `extern_kernels` must hold every extern node's kernel (KeyError otherwise); those with `bind`
+    are bound once per node by the loaded wrapper."""
     graph = schedule.graph
     externs: dict[str, str] = {}
-    bound: set[str] = set()  # extern nodes whose callable took its constants once (`fn.bind`)
-    ns: dict = {}
+    calls: list[ExternCall] = []
     for k in schedule.kernels:
         if k.kind == EXTERN:
             node = graph.node(k.nodes[0])
@@ -167,70 +144,43 @@ def compile_schedule(schedule: Schedule, *, allocator=None, extern_kernels=None,
             if fn is None:
                 raise KeyError(f"no implementation given for extern kernel {node.kernel!r} (node {node.name})")
             externs[node.name] = f"ext_{node.name}"
-            bind = getattr(fn, "bind", None)
-            if bind is not None:  # the constants bound once: the wrapper passes only the buffers
-                ns[f"ext_{node.name}"] = bind(**dict(node.constants))
-                bound.add(node.name)
-            else:
-                ns[f"ext_{node.name}"] = fn
-                ns[f"consts_{node.name}"] = dict(node.constants)
+            bindable = getattr(fn, "bind", None) is not None
+            calls.append(ExternCall(node.name, node.kernel, tuple(node.constants), bindable))
+    bound = {c.node for c in calls if c.bound}  # the constants bound once: the wrapper passes only the buffers
 
-    kernels = generate_kernels(schedule, config, isa, threads)
-    workers = resolve_workers(config)
-    groups = partition(kernels, workers)
-    units = [unit_source(gr, isa) for gr in groups]
-    paths = toolchain.build(units, tc, flags, cache, workers)
-    for gr, path, src in zip(groups, paths, units):
-        lib = toolchain.load(path, src, tc, flags, cache)
-        for ks in gr:
-            fn = getattr(lib, ks.name)
-            fn.argtypes = ([ctypes.c_void_p] * len(ks.params) + [ctypes.c_int64] * len(ks.size_params)
-                           + [ctypes.c_void_p])
-            fn.restype = ctypes.c_int
-            ns[f"k_{ks.name}"] = fn
-
-    def build_copy():
-        (p,) = toolchain.build([runtime.COPY_SOURCE], tc, ("-O2", "-shared", "-fPIC"), cache, 1)
-        f = toolchain.load(p, runtime.COPY_SOURCE, tc, ("-O2", "-shared", "-fPIC"), cache).stax_copy_strided
-        f.restype = None
-        return f
-
-    index_loads = {k.name: k.index_loads for k in kernels}
-    runs = {k.name: k.kernels or (k.name,) for k in kernels}
-    slots = max((k.err_slots for k in kernels), default=1)
-
-    def raise_error(err, fname):
-        """The first kernel of the function whose error record is set (regions: one record each)."""
-        for pos, kname in enumerate(runs.get(fname, (fname,))):
-            rec = (ctypes.c_int64 * ERR_SLOT).from_address(ctypes.addressof(err) + 8 * ERR_SLOT * pos)
-            if rec[0]:
-                runtime.raise_kernel_error(rec, kname, index_loads.get(fname, ()))
-        runtime.raise_kernel_error(err, fname, index_loads.get(fname, ()))
-
-    ns.update(
-        # the wrapper's allocations pass literal tuples of ints: an allocator may have a faster path for those
-        empty_strided=getattr(allocator, "empty_strided_ints", allocator.empty_strided),
-        data_ptr=allocator.data_ptr,
-        as_strided=getattr(allocator, "as_strided", None),
-        check_input=_input_checker(allocator),
-        size_of=lambda buf, dim, ndim, name: runtime.size_of(allocator, buf, dim, ndim, name),
-        check_size_range=runtime.check_size_range,
-        new_err=runtime.new_error_array if slots == 1 else (lambda: (ctypes.c_int64 * (ERR_SLOT * slots))()),
-        addressof=ctypes.addressof,
-        raise_error=raise_error,
-        fix_layout=runtime.LayoutFixer(allocator, build_copy),
-        **{f"dt_{d.name}": d for d in dt.ALL_DTYPES},
-    )
+    kernels = generate_kernels(schedule, config, env.isa, env.threads)
+    groups = partition(kernels, resolve_workers(config))
+    units = tuple(unit_source(gr, env.isa) for gr in groups)
+    entries = tuple(KernelEntry(ks.name, u, len(ks.params), tuple(ks.index_loads), tuple(ks.kernels),
+                                len(ks.size_params))
+                    for u, gr in enumerate(groups) for ks in gr)
+    order = {k.name: pos for pos, k in enumerate(kernels)}
+    entries = tuple(sorted(entries, key=lambda e: order[e.name]))
     local = {b for k in kernels for b in k.local}
     wsrc = wrapper_source(schedule, {k.name: k.params + k.size_params for k in kernels}, externs, local,
                           {k.name: k.kernels for k in kernels if len(k.kernels) > 1}, bound)
-    if ns["as_strided"] is None and "as_strided(" in wsrc:
-        raise RuntimeError("memory plan reuses a buffer with another layout but the allocator has no as_strided")
-    exec(compile(wsrc, f"<stax-cpu wrapper {schedule.content_hash()[:12]}>", "exec"), ns)
     source = (
-        f"// ---- C++ ({isa.name}, {threads} threads) ----\n{unit_source(kernels, isa)}\n"
+        f"// ---- C++ ({env.isa.name}, {env.threads} threads) ----\n{unit_source(kernels, env.isa)}\n"
         f"# ---- Python wrapper ----\n{wsrc}"
     )
-    log.info("compiled %d kernel(s) in %.3f s", sum(len(k.kernels) or 1 for k in kernels), time.perf_counter() - t0)
-    return CompiledModule(source, ns["call"], "cpu", tuple(n for k in kernels for n in (k.kernels or (k.name,))),
-                          ns["call_unchecked"])
+    return CpuArtifact(env.identity(), env.isa.name, env.threads, env.flags, units, entries, tuple(calls), wsrc,
+                       max((k.err_slots for k in kernels), default=1), schedule.content_hash()[:12], source)
+
+
+def build_libraries(artifact: CpuArtifact, env: BuildEnv, config: CpuConfig) -> list[Path]:
+    """The C++ compile: one shared library per unit (cache hits reused, misses compiled in parallel)."""
+    return toolchain.build(list(artifact.units), env.tc, artifact.flags, env.cache, resolve_workers(config))
+
+
+def compile_schedule(schedule: Schedule, *, allocator=None, extern_kernels=None, config: CpuConfig | None = None
+                     ) -> CompiledModule:
+    """prepare -> generate_artifact -> build_libraries -> load_artifact."""
+    config = config or CpuConfig()
+    allocator = allocator or runtime.NumpyAllocator()
+    extern_kernels = dict(extern_kernels or {})
+    t0 = time.perf_counter()
+    env = prepare(config)
+    artifact = generate_artifact(schedule, env, config, extern_kernels)
+    module = load_artifact(artifact, env, build_libraries(artifact, env, config), allocator, extern_kernels)
+    log.info("compiled %d kernel(s) in %.3f s", len(artifact.kernel_names), time.perf_counter() - t0)
+    return module

@@ -261,10 +261,11 @@ def _check_writable(cpu_dir: Path) -> None:
     os.unlink(tmp)
 
 
-def open_cache(cache_dir: Path) -> Cache:
+def open_cache(cache_dir: Path, warn: bool = True) -> Cache:
     """The cache under `cache_dir`; if it cannot be written (not writable, read-only, a file in the way)
     compile into a private temporary directory instead, with one warning per process and directory:
-    failing a compile because a cache cannot be written would lose the user's work for a speed-up."""
+    failing a compile because a cache cannot be written would lose the user's work for a speed-up.
+    `warn=False`: the caller gives that warning itself (stax.frontend folds it into its own)."""
     cpu = Path(cache_dir) / "cpu"
     with _PRIVATE_LOCK:
         private = _PRIVATE.get(os.path.abspath(cpu))
@@ -276,11 +277,12 @@ def open_cache(cache_dir: Path) -> Cache:
                 private = Path(tempfile.mkdtemp(prefix="stax-cpu-cache-"))
                 atexit.register(shutil.rmtree, private, True)
                 _PRIVATE[os.path.abspath(cpu)] = private
-                warnings.warn(
-                    f"stax.cpu: cache directory {cpu} is not usable ({e}); compiling into the private "
-                    f"directory {private} (removed at exit); entries already in {cpu} are still used. "
-                    "Set $STAX_CACHE_DIR or CpuConfig.cache_dir to a writable directory.",
-                    RuntimeWarning, stacklevel=3)
+                if warn:
+                    warnings.warn(
+                        f"stax.cpu: cache directory {cpu} is not usable ({e}); compiling into the private "
+                        f"directory {private} (removed at exit); entries already in {cpu} are still used. "
+                        "Set $STAX_CACHE_DIR or CpuConfig.cache_dir to a writable directory.",
+                        RuntimeWarning, stacklevel=3)
     return Cache((cpu, private), private)
 
 

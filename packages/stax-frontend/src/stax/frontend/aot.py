@@ -1,13 +1,15 @@
 """AOTAutograd glue: one compiler for forward, backward and inference graphs.
 
 `compile_graph` is the per-graph pipeline — a straight list of passes:
-route (cuda -> stax.gpu, cpu -> stax.cpu) -> lower (ATen FX -> stax.ir.Graph) ->
-stax.sched.schedule with the target's policy -> runtime build (stax.gpu, stax.cpu
-or the interpreter) -> boxed wrapper; plus metrics and the debug dump.
+route (cuda -> stax.gpu, cpu -> stax.cpu) -> whole-graph cache lookup (a hit loads the
+module and skips the rest) -> lower (ATen FX -> stax.ir.Graph) -> stax.sched.schedule with
+the target's policy -> runtime build (stax.gpu, stax.cpu or the interpreter) -> cache
+store -> boxed wrapper; plus metrics, phase times (phases.py) and the debug dump.
 """
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import logging
 import time
@@ -16,18 +18,24 @@ import torch
 from torch._functorch.aot_autograd import aot_module_simplified
 from torch._functorch.partitioners import default_partition, min_cut_rematerialization_partition
 
-from . import debug, donation, metrics, runtime
+from . import debug, donation, metrics, runtime, whole_graph
+from .build import build_module
+from .call_spec import extra_values, from_lowered
 from .config import Config
 from .cse import cse
 from .decompositions import decomposition_table
 from .eager_warnings import cause_of, warn_eager
 from .graph_lowering import lower
+from .phases import AotClock, PhaseClock
 from .report import write_report
 from .routing import GPU, route
-from .runtime import CompiledGraph, build_module, eager_callable, no_dynamo
+from .runtime import CompiledGraph, eager_callable, no_dynamo
 from .targets import TARGETS
 
 log = logging.getLogger("stax.frontend")
+phase_log = logging.getLogger("stax.frontend.compile")  # one line per graph: its compile phases (phases.py)
+# the AotClock of the aot_module_simplified call running now (a ContextVar: scoped to that call and thread)
+_AOT_CLOCK: contextvars.ContextVar[AotClock | None] = contextvars.ContextVar("stax_aot_clock", default=None)
 
 
 @no_dynamo  # the backward is compiled inside loss.backward(), maybe in a compiled frame
@@ -36,13 +44,25 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, kind: str, cfg: C
     """Compile one ATen graph; on failure run it eagerly (unless cfg.strict). `input_strides`:
     compile for these input layouts (per placeholder) instead of the examples' (a variant);
     `mutated`: the inputs AOTAutograd overwrites with the first outputs (donation.py; None: ask it)."""
-    from stax.ir import ExternKernel
+    if mutated is None:
+        mutated = donation.mutated_inputs(kind)
+    clock = PhaseClock(kind)
+    aot_clock = _AOT_CLOCK.get()  # set while aot_module_simplified runs: AOTAutograd's time before this graph
+    aot_s = aot_clock.take() if aot_clock is not None else None
+    if aot_s is not None:
+        clock.add("aot", aot_s)
+    try:
+        return _compile_graph(gm, example_inputs, kind, cfg, input_strides, clock, mutated)
+    finally:
+        if aot_clock is not None:
+            aot_clock.resume()
+
+
+def _compile_graph(gm, example_inputs, kind: str, cfg: Config, input_strides, clock: PhaseClock, mutated: tuple):
     from stax.sched import schedule as make_schedule
 
     t0 = time.perf_counter()
-    if mutated is None:
-        mutated = donation.mutated_inputs(kind)
-    lowered = sched = module = None
+    lowered = sched = built = None
     target = None
     try:
         target, device = route(gm, example_inputs, cfg)
@@ -53,17 +73,39 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, kind: str, cfg: C
             warn_eager("stax-gpu unavailable: " + why, msg)
             metrics.record(graphs_no_backend=1, compile_time_s=time.perf_counter() - t0)
             return eager_callable(gm)
-        cse(gm)
-        lowered = lower(gm, example_inputs, cfg, target, device, kind=kind, input_strides=input_strides)
-        policy = TARGETS[target].policy(cfg, donation.donated_pairs(lowered, mutated))
-        sched = make_schedule(lowered.graph, policy) if lowered.graph.nodes else None
-        donation.return_inputs(lowered, sched, mutated)
-        module = build_module(lowered, sched, cfg, target, device)
         variant = functools.partial(compile_graph, gm, example_inputs, kind=kind, cfg=cfg, mutated=mutated)
-        compiled = CompiledGraph(lowered, module, device, respecialize=lambda strides: variant(input_strides=strides))
-        if input_strides is None:
-            report_output_strides(lowered)
+        # (the donated inputs are part of the key: the same FX graph without AOTAutograd's copy back
+        # must not write into its inputs)
+        found = whole_graph.lookup(gm, example_inputs, kind, cfg, target, (input_strides, mutated), clock)
+        if found.entry is not None:
+            try:
+                spec, extras, module = whole_graph.load(found, gm, device, cfg, clock)
+            except Exception as e:  # noqa: BLE001 - a checked entry that does not load: compile it again
+                log.warning("stax: whole-graph cache entry %s did not load (%s: %s); compiling the graph",
+                            found.key[:12], type(e).__name__, e)
+                metrics.record(graph_cache_corrupt=1)
+                found.status, found.entry = "did not load: rebuilt", None
+            else:
+                clock.cache = "hit"
+                compiled = _finish(spec, extras, module, device, variant, input_strides, clock,
+                                   whole_graph.entry_counts(found.entry))
+                metrics.record(graphs_compiled=1, compile_time_s=time.perf_counter() - t0)
+                return compiled
+        cse(gm)
+        with clock.phase("lower"):
+            lowered = lower(gm, example_inputs, cfg, target, device, kind=kind, input_strides=input_strides)
+        with clock.phase("schedule"):
+            policy = TARGETS[target].policy(cfg, donation.donated_pairs(lowered, mutated))
+            sched = make_schedule(lowered.graph, policy) if lowered.graph.nodes else None
+            donation.return_inputs(lowered, sched, mutated)
+        built = build_module(lowered, sched, cfg, target, device, clock)
+        counts = whole_graph.counts_of(lowered, sched)
+        clock.cache = whole_graph.store(found, lowered, built, counts, clock)
+        clock.ident = clock.ident or lowered.graph.content_hash()[:12]
+        compiled = _finish(from_lowered(lowered), extra_values(None, lowered, gm, device), built.module, device,
+                           variant, input_strides, clock, counts)
     except Exception as e:  # noqa: BLE001 - never crash where eager works
+        module = built.module if built is not None else None
         if cfg.debug:
             debug.dump(cfg, kind, gm, lowered, sched, module, error=e)
         if cfg.report:  # per-graph HTML report (report/), also for a failed compile
@@ -75,33 +117,41 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, kind: str, cfg: C
         warn_eager(cause_of(e), msg)
         metrics.record(graphs_failed=1, compile_time_s=time.perf_counter() - t0)
         return eager_callable(gm)
-    n_kernels = sum(1 for k in sched.kernels if k.kind != "extern") if sched else 0
-    metrics.record(
-        graphs_compiled=1,
-        graphs_gpu=int(target == GPU and bool(lowered.graph.nodes)),
-        kernels_generated=n_kernels,
-        nodes_lowered=sum(1 for n in lowered.graph.nodes if not isinstance(n, ExternKernel)),
-        extern_calls=sum(lowered.extern_ops.values()),
-        extern_ops=lowered.extern_ops,
-        fallback_calls=sum(lowered.fallback_ops.values()),
-        fallback_ops=lowered.fallback_ops,
-        materialized=lowered.materialized,
-        compile_time_s=time.perf_counter() - t0,
-    )
+    metrics.record(graphs_compiled=1, graphs_gpu=int(target == GPU and bool(lowered.graph.nodes)),
+                   compile_time_s=time.perf_counter() - t0)
     if cfg.debug:
-        debug.dump(cfg, kind, gm, lowered, sched, module)
-    if cfg.report:  # per-graph HTML report (report/)
-        write_report(cfg, kind, gm, lowered, sched, module)
+        debug.dump(cfg, kind, gm, lowered, sched, built.module)
+    if cfg.report:  # per-graph HTML report (report/), with the compile phases so far
+        write_report(cfg, kind, gm, lowered, sched, built.module, times=clock.record(counts["kernels_generated"]))
     return compiled
 
 
-def report_output_strides(lowered) -> None:
+def _finish(spec, extras, module, device, variant, input_strides, clock: PhaseClock, counts: dict):
+    """The boxed callable of a compiled (or loaded) graph; its metrics; the output strides reported to
+    AOTAutograd (forward graphs); the phase line once its first call has run."""
+    metrics.record(**counts)
+    kernels = counts["kernels_generated"]
+
+    def first_call_done(seconds: float) -> None:
+        clock.add("first_run", seconds)
+        times = clock.record(kernels)
+        metrics.record(graph_times=[times], phase_s=dict(times.phases), phase_runs={p: 1 for p, _ in times.phases})
+        phase_log.info("stax: %s", times.line())
+
+    compiled = CompiledGraph(spec, extras, module, device, respecialize=lambda strides: variant(input_strides=strides),
+                             on_first_call=first_call_done)
+    if input_strides is None:
+        report_output_strides(spec)
+    return compiled
+
+
+def report_output_strides(spec) -> None:
     """Tell AOTAutograd the strides the compiled forward graph really returns: it compiles the
     backward graph for the saved tensors' real layouts (channels-last activations, expands
     stored dense), not for the traced ones. Outside a forward compile there is no list to fill."""
     tc = torch._guards.TracingContext.try_get()
     if tc is not None and tc.output_strides is not None:
-        tc.output_strides.extend(lowered.output_strides)
+        tc.output_strides.extend(spec.output_strides)
 
 
 def aot_compile(gm: torch.fx.GraphModule, example_inputs, cfg: Config):
@@ -121,16 +171,20 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs, cfg: Config):
     def compiler(kind):
         return functools.partial(compile_graph, kind=kind, cfg=cfg)
 
-    return aot_module_simplified(
-        gm,
-        example_inputs,
-        fw_compiler=compiler("forward"),
-        bw_compiler=compiler("backward"),
-        inference_compiler=compiler("inference"),
-        partition_fn=PARTITIONERS[cfg.partitioner],
-        decompositions=decomposition_table(foreach=cfg.foreach_kernels and not any(
-            isinstance(x, torch.Tensor) and x.device.type != "cpu" for x in example_inputs)),
-    )
+    token = _AOT_CLOCK.set(AotClock())
+    try:
+        return aot_module_simplified(
+            gm,
+            example_inputs,
+            fw_compiler=compiler("forward"),
+            bw_compiler=compiler("backward"),
+            inference_compiler=compiler("inference"),
+            partition_fn=PARTITIONERS[cfg.partitioner],
+            decompositions=decomposition_table(foreach=cfg.foreach_kernels and not any(
+                isinstance(x, torch.Tensor) and x.device.type != "cpu" for x in example_inputs)),
+        )
+    finally:
+        _AOT_CLOCK.reset(token)  # a backward compiled later, in loss.backward(), has no AOTAutograd time
 
 
 # AOTAutograd's partitioners: min-cut recomputes cheap values in the backward rather than saving

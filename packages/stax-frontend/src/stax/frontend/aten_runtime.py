@@ -193,10 +193,21 @@ def getitem_kernel(tup, index, out):
     return _conform(tup.stax_items[index], out, ())
 
 
+def extern_kinds(graph: Graph) -> tuple:
+    """(kernel name, fallback?) per distinct extern kernel of `graph`: what kernel_table needs (plain data)."""
+    seen: dict[str, bool] = {}
+    for n in graph.nodes:
+        if isinstance(n, ExternKernel) and n.kernel not in seen:
+            seen[n.kernel] = bool(n.fallback)
+    return tuple(seen.items())
+
+
+def kernel_table_of(kinds) -> dict[str, Callable]:
+    """{kernel name: callable} from extern_kinds' pairs (a whole-graph cache load has no graph)."""
+    return {kernel: getitem_kernel if kernel == GETITEM else aten_kernel(kernel, fresh=not fallback)
+            for kernel, fallback in kinds}
+
+
 def kernel_table(graph: Graph) -> dict[str, Callable]:
     """{kernel name: callable} for every ExternKernel of `graph`."""
-    table: dict[str, Callable] = {}
-    for n in graph.nodes:
-        if isinstance(n, ExternKernel) and n.kernel not in table:
-            table[n.kernel] = getitem_kernel if n.kernel == GETITEM else aten_kernel(n.kernel, fresh=not n.fallback)
-    return table
+    return kernel_table_of(extern_kinds(graph))

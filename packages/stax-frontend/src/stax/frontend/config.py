@@ -95,6 +95,10 @@ class Config:
       overrides of stax.gpu's GpuConfig (an optional package: given as field/value pairs);
       `torch.compile(..., options={"cpu.isa": "avx2", "scheduler.max_fusion_nodes": 64})` sets
       them (with_options).
+    graph_cache: look compiled CPU graphs up in, and store them to, the whole-graph cache under
+      $STAX_CACHE_DIR/graphs (graph_cache.py): a second process compiling the same graph loads it
+      without lowering, scheduling or generating code; env STAX_GRAPH_CACHE=0 turns it off.
+    graph_cache_dir: where its entries go (env STAX_GRAPH_CACHE_DIR); None: <$STAX_CACHE_DIR>/graphs.
     device_override: None routes each graph by its tensors' device (cuda -> stax.gpu,
       cpu -> stax.cpu); 'gpu' sends every graph to stax.gpu, also CPU tensors — for
       tests and dry runs under TRITON_INTERPRET=1 (Triton's interpreter runs on CPU).
@@ -115,6 +119,8 @@ class Config:
     follow_read_order: bool = True  # env STAX_FOLLOW_READ_ORDER
     partitioner: str = "min_cut"  # env STAX_PARTITIONER: AOTAutograd's forward/backward split
     foreach_kernels: bool = True  # env STAX_FOREACH_KERNELS
+    graph_cache: bool = True  # env STAX_GRAPH_CACHE=0: the whole-graph cache (graph_cache.py) off
+    graph_cache_dir: str | None = None  # env STAX_GRAPH_CACHE_DIR; None: <stax.cpu's cache dir>/graphs
     # the lower packages' own configs (their fields read their env vars where they say so)
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)  # the targets' policies start here
     cpu: CpuConfig = field(default_factory=CpuConfig)  # stax.cpu's code generation and toolchain
@@ -155,7 +161,7 @@ def with_options(cfg: Config, options: dict | None) -> Config:
 
 def from_env() -> Config:
     """Defaults overridden by STAX_DEBUG(_DIR), STAX_REPORT(_DIR), STAX_RUNTIME, STAX_STRICT,
-    STAX_DEVICE_OVERRIDE."""
+    STAX_DEVICE_OVERRIDE, STAX_CONV_CHANNELS_LAST, STAX_FOLLOW_READ_ORDER, STAX_PARTITIONER, STAX_GRAPH_CACHE(_DIR)."""
     c = Config()
     return dataclasses.replace(
         c,
@@ -170,6 +176,8 @@ def from_env() -> Config:
         follow_read_order=_env_flag("STAX_FOLLOW_READ_ORDER", c.follow_read_order),
         partitioner=os.environ.get("STAX_PARTITIONER", c.partitioner),
         foreach_kernels=_env_flag("STAX_FOREACH_KERNELS", c.foreach_kernels),
+        graph_cache=_env_flag("STAX_GRAPH_CACHE", c.graph_cache),
+        graph_cache_dir=os.environ.get("STAX_GRAPH_CACHE_DIR") or c.graph_cache_dir,
     )
 
 

@@ -81,6 +81,7 @@ class LoweredGraph:
     output_strides: list = field(default_factory=list)
     # placeholders that are opaque values (RNG state for a library call; runtime: a carrier)
     opaque_inputs: frozenset = frozenset()
+    const_nodes: list = field(default_factory=list)  # FX get_attr node of each ('const', tensor) extra, in order
 
 
 def _has_opaque(a) -> bool:
@@ -125,6 +126,7 @@ class GraphLowering:
         self._indirect = 0
         self._streams = 0
         self.extra_inputs: list = []  # ('const', tensor) | ('seed', None), in graph input order
+        self.const_nodes: list[str] = []  # the get_attr node of each ('const', tensor), in order
         self.opaque: set[str] = set()  # buffers holding opaque values (tensor.OpaqueView)
         self.current: torch.fx.Node | None = None
 
@@ -317,16 +319,11 @@ class GraphLowering:
             return value
         name = "const_" + node.name
         self._check_static(value)
-        if value.device != self.tensor_device and value.device.type == "cpu" and value.dim() == 0:
-            # a lifted scalar (`x[m] = 7`) in a cuda graph, as eager allows; a real tensor even when the
-            # backend is called under AOTAutograd's fake mode (torch 2.11), never a FakeTensor constant
-            with unset_fake_temporarily():
-                value = value.to(self.tensor_device)
-        if value.device != self.tensor_device:
-            raise GraphUnsupported(f"constant {node.target} is on {value.device}, the graph on {self.tensor_device}")
+        value = constant_tensor(self.gm, node, self.tensor_device)
         lay = Layout(self.device, to_stax(value.dtype), tuple(value.shape), tuple(value.stride()))
         self.inputs.append(InputBuffer(name, lay))
         self.extra_inputs.append(("const", value))
+        self.const_nodes.append(node.name)
         return BufferView(self.builder, name, lay, lay)
 
     def _map_args(self, a):
@@ -453,7 +450,7 @@ class GraphLowering:
             graph, [n.name for n in self.gm.graph.nodes if n.op == "placeholder"], self.extra_inputs, specs,
             is_tuple, self.fallback_ops, self.extern_ops, self.materialized,
             output_strides=[self._real_strides(graph, spec) for spec in specs],
-            opaque_inputs=frozenset(self.opaque & {i.name for i in self.inputs}),
+            opaque_inputs=frozenset(self.opaque & {i.name for i in self.inputs}), const_nodes=list(self.const_nodes),
         )
 
     def _real_strides(self, graph: Graph, spec: OutputSpec) -> tuple | None:
@@ -465,6 +462,20 @@ class GraphLowering:
         if spec.kind == "input":
             return tuple(int(s) for s in self.inputs[spec.index].layout.strides)
         return tuple(int(s) for s in graph.buffer_layout(graph.outputs[spec.index]).strides)
+
+
+def constant_tensor(gm: torch.fx.GraphModule, node: torch.fx.Node, tensor_device: torch.device) -> torch.Tensor:
+    """The tensor a get_attr node reads, on the graph's device: a lifted 0-dim CPU scalar (`x[m] = 7`)
+    moves to a cuda graph's device, as eager allows; a constant on another device is unsupported."""
+    value = getattr(gm, node.target)
+    if value.device != tensor_device and value.device.type == "cpu" and value.dim() == 0:
+        # a real tensor even when the backend is called under AOTAutograd's fake mode (torch 2.11),
+        # never a FakeTensor constant
+        with unset_fake_temporarily():
+            value = value.to(tensor_device)
+    if value.device != tensor_device:
+        raise GraphUnsupported(f"constant {node.target} is on {value.device}, the graph on {tensor_device}")
+    return value
 
 
 def lower(gm: torch.fx.GraphModule, example_inputs, cfg: Config, target: str = CPU,

@@ -13,6 +13,8 @@ names areas, comma separated; each becomes a logger at DEBUG with one stderr han
     cpu / gpu   stax.cpu / stax.gpu            one backend only
     fallback    stax.frontend.fallback         ATen ops that ran as fallback kernels, by name
     frontend    stax.frontend                  lowering, guards, re-striding, graphs run eagerly
+    compile     stax.frontend.compile          one line per graph: wall time of each compile phase
+    cache       stax.frontend.cache            the whole-graph cache: misses, skipped graphs and why, corrupt entries
     report      stax.frontend.report           where per-graph reports are written
     all         stax                           everything
 
@@ -38,6 +40,8 @@ AREAS: dict[str, tuple[str, ...]] = {
     "gpu": ("stax.gpu",),
     "fallback": ("stax.frontend.fallback",),
     "frontend": ("stax.frontend",),
+    "compile": ("stax.frontend.compile",),
+    "cache": ("stax.frontend.cache",),
     "report": ("stax.frontend.report",),
     "all": ("stax",),
 }

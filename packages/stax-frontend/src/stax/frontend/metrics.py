@@ -30,6 +30,16 @@ class Metrics:
     fallback_ops: Counter = field(default_factory=Counter)  # ... by ATen op name
     materialized: Counter = field(default_factory=Counter)  # §6.6 materializations by rule
     compile_time_s: float = 0.0  # wall time inside the backend (lowering+sched+codegen)
+    # compile phases (phases.py), recorded after each graph's first call
+    phase_s: Counter = field(default_factory=Counter)  # seconds per phase, over all graphs
+    phase_runs: Counter = field(default_factory=Counter)  # graphs that ran each phase (a cache hit: no 'lower')
+    graph_times: list = field(default_factory=list)  # phases.GraphTimes per graph, in order
+    # the whole-graph cache (graph_cache.py, CPU graphs)
+    graph_cache_hits: int = 0  # graphs loaded from it: not lowered, scheduled or generated
+    graph_cache_misses: int = 0  # looked up and absent (then compiled and stored)
+    graph_cache_stores: int = 0  # entries written
+    graph_cache_corrupt: int = 0  # entries found truncated / corrupt (or not loading): never loaded, rebuilt
+    graph_cache_skipped: Counter = field(default_factory=Counter)  # graphs not cached, by reason
 
 
 _LOCK = threading.Lock()

@@ -11,23 +11,20 @@ aliases of inputs and views of outputs, returned as real views like eager.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
+import time
 from collections.abc import Callable
 
 import numpy as np
-import stax.cpu
 import torch
 import torch._dynamo
 from stax.ir import ComputedBuffer, ExternKernel, Graph
 from stax.ir import dtypes as dt
 from stax.ir.interpreter import run_node
 
-from .aten_runtime import carry, is_opaque_carrier, kernel_table, reinterpret, uncarry
-from .config import Config
+from .aten_runtime import carry, is_opaque_carrier, reinterpret, uncarry
+from .call_spec import CallSpec
 from .dtypes import TO_TORCH, to_stax, to_torch
-from .graph_lowering import LoweredGraph
-from .routing import CPU, GPU
 from .strides import non_overlapping
 
 log = logging.getLogger("stax.frontend")
@@ -100,6 +97,11 @@ class TorchAllocator:
         return torch.empty(0, dtype=td).set_(storage, byte_off // item, sizes, strides)
 
 
+def resolve_runtime(name: str) -> str:
+    """'auto' is stax.cpu's C++ (a dependency of this package); 'interpret' the numpy interpreter."""
+    return "cpu" if name == "auto" else name
+
+
 def gpu_unavailable_reason() -> str | None:
     """None when stax.gpu (and triton) import; else why not (the optional extra `stax-frontend[gpu]`)."""
     try:
@@ -107,11 +109,6 @@ def gpu_unavailable_reason() -> str | None:
     except Exception as e:  # noqa: BLE001 - ImportError, or triton failing to initialize
         return f"{type(e).__name__}: {e}"
     return None
-
-
-def resolve_runtime(name: str) -> str:
-    """'auto' is stax.cpu's C++ (a dependency of this package); 'interpret' the numpy interpreter."""
-    return "cpu" if name == "auto" else name
 
 
 # ---- interpreter runtime -----------------------------------------------------------
@@ -183,95 +180,59 @@ def _loads(node):
 class NoKernels:
     """A graph with nothing to compute (every output is an input or a view of one)."""
 
-    def __init__(self, graph: Graph):
-        self.outputs = [i.name for i in graph.inputs]
-        self.graph = graph
+    def __init__(self, input_names: tuple, output_names: tuple):
+        self.inputs = tuple(input_names)
+        self.outputs = tuple(output_names)
         self.source = "# no kernels: every output is an input or a view of one\n"
 
     def call(self, args: list):
-        env = dict(zip(self.outputs, args))
+        env = dict(zip(self.inputs, args))
         args.clear()
-        return tuple(env[o] for o in self.graph.outputs)
+        return tuple(env[o] for o in self.outputs)
 
 
 # ---- building the callable ------------------------------------------------------------
-
-
-def _build_gpu(lowered: LoweredGraph, schedule, cfg: Config, device, extern):
-    import stax.gpu  # lazily (CPU-only installs have no triton); looked up at call time: benchmarks patch it
-
-    config = stax.gpu.GpuConfig.from_env(device=str(device if device is not None else "cuda"), **dict(cfg.gpu_options))
-    return stax.gpu.compile_schedule(schedule, extern_kernels=extern, config=config)
-
-
-def _build_cpu(lowered: LoweredGraph, schedule, cfg: Config, device, extern):
-    if resolve_runtime(cfg.runtime) == "interpret":
-        return InterpretedModule(lowered.graph, extern)
-    return stax.cpu.compile_schedule(schedule, allocator=TorchAllocator(), extern_kernels=extern,
-                                     config=cpu_config(cfg))
-
-
-def cpu_config(cfg: Config) -> stax.cpu.CpuConfig:
-    """cfg.cpu with its thread count, if unset, taken from torch's intra-op pool: stax's OpenMP
-    regions and torch's (oneDNN, MKL) then use one team size. stax.cpu alone would take every
-    logical CPU, oversubscribing an SMT machine and, under torch.set_num_threads(1), leaving an
-    idle OpenMP worker spinning beside each matmul (ViT's weight-gradient matmuls ran 2x slower)."""
-    if cfg.cpu.num_threads is not None:
-        return cfg.cpu
-    return dataclasses.replace(cfg.cpu, num_threads=torch.get_num_threads())
-
-
-BUILDERS = {CPU: _build_cpu, GPU: _build_gpu}  # per target: schedule -> module
-
-
-def build_module(lowered: LoweredGraph, schedule, cfg: Config, target: str = CPU, device=None):
-    """The CompiledModule-like object (with .source and .call(args)) of `target`: stax.gpu's
-    Triton module, or stax.cpu's (the numpy interpreter under config.runtime='interpret')."""
-    extern = kernel_table(lowered.graph)
-    if not lowered.graph.nodes:
-        return NoKernels(lowered.graph)
-    return BUILDERS[target](lowered, schedule, cfg, device, extern)
 
 
 _MAX_VARIANTS = 4  # past these, other layouts are copied contiguous (the dense variant serves them)
 
 
 class CompiledGraph:
-    """The boxed callable AOTAutograd runs: `f(args: list) -> list of outputs`."""
+    """The boxed callable AOTAutograd runs: `f(args: list) -> list of outputs`. Built from a CallSpec
+    (plain data: the lowering's or the whole-graph cache's) and the runtime values of its extras.
+    `on_first_call(seconds)` is told how long the first call took (the compile's last phase)."""
 
     _boxed_call = True
 
-    def __init__(self, lowered: LoweredGraph, module, device=None, respecialize: Callable | None = None):
+    def __init__(self, spec: CallSpec, extras: list, module, device=None, respecialize: Callable | None = None,
+                 on_first_call: Callable | None = None):
         self.module = module
         # strides per input -> a boxed callable compiled for them (for inputs whose compiled
         # layout overlaps itself and whose runtime layout differs): built on first need
         self._respecialize = respecialize
+        self._on_first_call = on_first_call
         self._variants: dict[tuple, Callable] = {}
         # the module's entry without its own input checks where it has one: _conform_inputs has
         # checked (or re-strided) every input, and the extras are ours (~0.5 us per input per call)
         self._call = getattr(module, "call_unchecked", None) or module.call
         self.device = torch.device(device if device is not None else "cpu")
-        self.inputs = [i.layout for i in lowered.graph.inputs[: len(lowered.input_names)]]
-        self.input_names = lowered.input_names
-        self.extras = list(lowered.extra_inputs)
-        self.outputs = lowered.outputs
-        self.is_tuple = lowered.output_is_tuple
-        self._expect = [
-            (tuple(int(s) for s in lay.sizes), tuple(int(s) for s in lay.strides), to_torch(lay.dtype))
-            for lay in self.inputs
-        ]
+        self.input_names = list(spec.input_names)
+        self.extras = list(extras)
+        self.outputs = list(spec.outputs)
+        self.is_tuple = spec.output_is_tuple
+        self._expect = [(sizes, strides, _TORCH_OF_NAME[dtype]) for sizes, strides, dtype in spec.inputs]
         self._overlapping = tuple(not non_overlapping(sizes, strides) for sizes, strides, _ in self._expect)
-        self._opaque = frozenset(k for k, name in enumerate(self.input_names) if name in lowered.opaque_inputs)
+        self._opaque = spec.opaque_positions
         # precomputed for the per-call path: no seeds -> one constant list of extras;
         # outputs that are exactly the module's outputs in order -> returned as they are
         self._static_extras = None if any(kind == "seed" for kind, _ in self.extras) else [t for _, t in self.extras]
         self._output_plan = tuple((spec.kind, spec.index, spec.view, spec.value) for spec in self.outputs)
-        self._plain_outputs = len(lowered.graph.outputs) == len(self.outputs) and all(
-            spec.kind == "buffer" and spec.index == k for k, spec in enumerate(self.outputs)
+        self._plain_outputs = spec.n_module_outputs == len(self.outputs) and all(
+            o.kind == "buffer" and o.index == k for k, o in enumerate(self.outputs)
         )
         # inputs an output is (a view of): the only ones this call keeps a reference to
-        self._returned_inputs = tuple(sorted({spec.index for spec in self.outputs if spec.kind == "input"}
-                                             | {spec.value for spec in self.outputs if spec.kind == "donated"}))
+        self._returned_inputs = tuple(sorted({o.index for o in self.outputs if o.kind == "input"}
+                                             | {o.value for o in self.outputs if o.kind == "donated"}))
 
     def _conform_inputs(self, inputs: list):
         """Every input as compiled (one comparison per property); else the careful path.
@@ -338,6 +299,8 @@ class CompiledGraph:
         """The module clears the list it is given and drops each input after its last use: no
         other reference stays here (AOTAutograd clears a backward's saved tensors before this
         call), so a saved activation's memory is free for the graph's later buffers."""
+        if self._on_first_call is not None:
+            return self._first_call(args)
         inputs = list(args)
         args.clear()
         target = self._conform_inputs(inputs)
@@ -367,6 +330,16 @@ class CompiledGraph:
             else:
                 result.append(value)
         return result if self.is_tuple else result[0]
+
+
+    def _first_call(self, args: list):
+        """The first call, timed (the compile's `first_run` phase); later calls skip this."""
+        report, self._on_first_call = self._on_first_call, None
+        t0 = time.perf_counter()
+        try:
+            return self(args)
+        finally:
+            report(time.perf_counter() - t0)
 
 
 def _seed(device: torch.device) -> torch.Tensor:

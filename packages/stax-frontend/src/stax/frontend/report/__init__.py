@@ -36,11 +36,11 @@ def _ident(kind: str, gm, lowered) -> str:
     return f"{kind}_{hashlib.sha256(gm.code.encode()).hexdigest()[:12]}"
 
 
-def write_report(cfg, kind: str, gm, lowered=None, schedule=None, module=None, error=None) -> str | None:
+def write_report(cfg, kind: str, gm, lowered=None, schedule=None, module=None, error=None, times=None) -> str | None:
     """Write `<cfg.report_dir>/<kind>_<hash>.html`; returns its path (None if writing failed: never raises)."""
     try:
         ident = _ident(kind, gm, lowered)
-        data = collect(gm, lowered, schedule, module, kind=kind, error=error, ident=ident)
+        data = collect(gm, lowered, schedule, module, kind=kind, error=error, ident=ident, times=times)
         directory = os.path.abspath(getattr(cfg, "report_dir", "stax_report"))
         os.makedirs(directory, exist_ok=True)
         path = os.path.join(directory, ident + ".html")

@@ -89,10 +89,13 @@ def inlined_into(aten: list[dict], produced: dict[str, list[str]]) -> dict[str, 
 
 
 def collect(gm, lowered, schedule, module=None, kind: str = "graph", error: BaseException | None = None,
-            ident: str | None = None) -> dict:
-    """The report data of one compiled graph (any of lowered/schedule/module may be None)."""
+            ident: str | None = None, times=None) -> dict:
+    """The report data of one compiled graph (any of lowered/schedule/module may be None); `times`:
+    its phases.GraphTimes so far (the first run comes after the report: it is in the log line)."""
     graph = lowered.graph if lowered is not None else None
     data: dict = {"version": VERSION, "kind": kind, "ident": ident or kind, "error": None}
+    if times is not None:
+        data["compile_phases"] = {name: round(s, 6) for name, s in times.phases}
     if error is not None:
         data["error"] = f"{type(error).__name__}: {error}"
     data["aten"] = {"code": gm.print_readable(print_output=False), "nodes": aten_nodes(gm)} if gm is not None else {}

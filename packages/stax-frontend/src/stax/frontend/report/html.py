@@ -78,6 +78,10 @@ def _summary(data: dict) -> str:
     ]
     if low.get("fallback_ops"):
         parts.append("fallbacks: " + ", ".join(f"{k}×{v}" for k, v in low["fallback_ops"].items()))
+    phases = data.get("compile_phases")
+    if phases:
+        parts.append(f"compile {sum(phases.values()):.3f} s: "
+                     + ", ".join(f"{k.replace('_', ' ')} {v:.3f} s" for k, v in phases.items()))
     if mem:
         eager = mem.get("eager_peak_bytes")
         parts.append(f"memory plan peak {human_bytes(mem['peak_bytes'])} (M* {human_bytes(mem['lower_bound_bytes'])})"

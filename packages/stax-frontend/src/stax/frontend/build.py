@@ -1,0 +1,77 @@
+"""Schedule -> the module that runs it, per target, timed by phase (phases.py).
+
+stax.cpu's steps are called one by one (prepare + generate_artifact = codegen, build_libraries =
+cxx, load_artifact = load), so each has its own time and the CpuArtifact, plain data, can go to
+the whole-graph cache; `load_cpu` is what a cache hit runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import stax.cpu
+import torch
+
+from .aten_runtime import kernel_table
+from .config import Config
+from .graph_lowering import LoweredGraph
+from .phases import PhaseClock
+from .routing import CPU, GPU
+from .runtime import InterpretedModule, NoKernels, TorchAllocator, resolve_runtime
+
+
+@dataclass(frozen=True)
+class Built:
+    module: object  # .source and .call(args) (stax.sched.CompiledModule, or the interpreter's)
+    artifact: stax.cpu.CpuArtifact | None  # stax.cpu's generated code (None: another runtime)
+
+
+def cpu_config(cfg: Config) -> stax.cpu.CpuConfig:
+    """cfg.cpu with its thread count, if unset, taken from torch's intra-op pool: stax's OpenMP
+    regions and torch's (oneDNN, MKL) then use one team size. stax.cpu alone would take every
+    logical CPU, oversubscribing an SMT machine and, under torch.set_num_threads(1), leaving an
+    idle OpenMP worker spinning beside each matmul (ViT's weight-gradient matmuls ran 2x slower)."""
+    if cfg.cpu.num_threads is not None:
+        return cfg.cpu
+    return dataclasses.replace(cfg.cpu, num_threads=torch.get_num_threads())
+
+
+def load_cpu(artifact: stax.cpu.CpuArtifact, env: stax.cpu.BuildEnv, extern: dict, config: stax.cpu.CpuConfig,
+             clock: PhaseClock):
+    """A CpuArtifact -> its module: g++ for units the .so cache lacks, dlopen, the wrapper."""
+    with clock.phase("cxx"):
+        paths = stax.cpu.build_libraries(artifact, env, config)
+    with clock.phase("load"):
+        return stax.cpu.load_artifact(artifact, env, paths, TorchAllocator(), extern)
+
+
+def _build_cpu(lowered: LoweredGraph, schedule, cfg: Config, device, extern, clock: PhaseClock) -> Built:
+    if resolve_runtime(cfg.runtime) == "interpret":
+        return Built(InterpretedModule(lowered.graph, extern), None)
+    config = cpu_config(cfg)
+    with clock.phase("codegen"):
+        env = stax.cpu.prepare(config)
+        artifact = stax.cpu.generate_artifact(schedule, env, config, extern)
+    return Built(load_cpu(artifact, env, extern, config, clock), artifact)
+
+
+def _build_gpu(lowered: LoweredGraph, schedule, cfg: Config, device, extern, clock: PhaseClock) -> Built:
+    import stax.gpu  # lazily (CPU-only installs have no triton); looked up at call time: benchmarks patch it
+
+    config = stax.gpu.GpuConfig.from_env(device=str(device if device is not None else "cuda"), **dict(cfg.gpu_options))
+    # stax.gpu generates, builds and autotunes in one call: one phase here (not yet split)
+    with clock.phase("gpu"):
+        return Built(stax.gpu.compile_schedule(schedule, extern_kernels=extern, config=config), None)
+
+
+BUILDERS = {CPU: _build_cpu, GPU: _build_gpu}  # per target: schedule -> module
+
+
+def build_module(lowered: LoweredGraph, schedule, cfg: Config, target: str, device, clock: PhaseClock) -> Built:
+    """The module of `target`: stax.gpu's Triton module, or stax.cpu's (the numpy interpreter under
+    config.runtime='interpret'); a graph without nodes needs no code."""
+    extern = kernel_table(lowered.graph)
+    if not lowered.graph.nodes:
+        return Built(NoKernels(tuple(i.name for i in lowered.graph.inputs), lowered.graph.outputs), None)
+    return BUILDERS[target](lowered, schedule, cfg, device, extern, clock)

@@ -1,0 +1,110 @@
+"""The whole-graph cache's key: what a compiled CPU graph depends on, hashed.
+
+sha256 over: the key format; the versions (torch's, Python's, and the source text of the stax
+packages the code comes from: every package is 0.1.0 while it changes daily, so a version string
+alone would load stale code); the build identity stax.cpu resolved (compiler version, ISA level
+chosen, threads, flags); the Config (minus where dumps go); the graph kind and the input layouts a
+variant is compiled for; the FX graph's code; per node, its target and the metadata of its value
+(shape, strides, dtype, device, requires_grad), the example inputs' as well; the bytes of every
+constant tensor; and AOTAutograd's split of a forward graph's outputs (saved for backward).
+Anything it cannot describe raises Uncacheable with the reason: that graph is compiled, not cached.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import platform
+from pathlib import Path
+
+import torch
+
+from .config import Config
+
+FORMAT = "stax-graph-cache-v1"
+PACKAGES = ("stax.ir", "stax.sched", "stax.cpu", "stax.frontend")
+
+
+class Uncacheable(Exception):
+    """A graph the whole-graph cache does not store or look up; the message is the reason (logged, counted)."""
+
+
+@functools.cache
+def versions() -> str:
+    """torch, Python and a hash of the stax packages' sources (read once per process, ~1 MB)."""
+    import importlib
+
+    h = hashlib.sha256()
+    for name in PACKAGES:
+        root = Path(importlib.import_module(name).__file__).parent
+        for path in sorted(root.rglob("*.py")):
+            h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return f"torch {torch.__version__} {torch.version.git_version}; python {platform.python_version()}; " \
+           f"stax sources {h.hexdigest()}"
+
+
+def config_text(cfg: Config) -> str:
+    """The Config as it affects code (where debug dumps and reports go, and strictness, do not)."""
+    return repr(dataclasses.replace(cfg, debug=False, debug_dir="", report=False, report_dir="", strict=False,
+                                    graph_cache_dir=None))
+
+
+def _value_meta(v) -> str:
+    if isinstance(v, torch.Tensor):
+        return (f"T({v.dtype},{v.device},{tuple(v.shape)},{tuple(v.stride())},{v.storage_offset()},"
+                f"{v.requires_grad},{v.is_contiguous(memory_format=torch.channels_last) if v.dim() == 4 else ''})")
+    if isinstance(v, (list, tuple)):
+        return "(" + ",".join(_value_meta(x) for x in v) + ")"
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return repr(v)
+    if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        raise Uncacheable("symbolic values")
+    return type(v).__name__
+
+
+def _constant_bytes(value: torch.Tensor) -> bytes:
+    """The constant's data (the backend runs under AOTAutograd's fake mode: leave it to read them)."""
+    from torch._subclasses.fake_tensor import FakeTensor, unset_fake_temporarily
+
+    if isinstance(value, FakeTensor) or value.device.type == "meta":
+        raise Uncacheable("a constant tensor without data at compile time")
+    with unset_fake_temporarily():
+        t = value.detach().cpu().contiguous()
+        return t.view(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
+
+
+def _saved_split(kind: str) -> str:
+    """AOTAutograd's forward outputs saved for the backward (the lowering lets those keep NHWC)."""
+    if kind != "forward":
+        return ""
+    tc = torch._guards.TracingContext.try_get()
+    meta = getattr(tc, "fw_metadata", None) if tc is not None else None
+    return repr(getattr(meta, "tensors_saved_for_backwards_slice", None))
+
+
+def graph_key(gm: torch.fx.GraphModule, example_inputs, kind: str, cfg: Config, build_identity: str,
+              input_strides=None) -> str:
+    """The hex sha256 naming this graph's cache entry (raises Uncacheable)."""
+    h = hashlib.sha256()
+
+    def put(text: str) -> None:
+        h.update(text.encode())
+        h.update(b"\0")
+
+    for part in (FORMAT, versions(), build_identity, config_text(cfg), kind, repr(input_strides), gm.code,
+                 _saved_split(kind)):
+        put(part)
+    examples = iter(example_inputs)
+    for node in gm.graph.nodes:
+        put(f"{node.op} {node.name} {node.target}")
+        if node.op == "placeholder":
+            put(_value_meta(next(examples, None)))
+        elif node.op == "get_attr":
+            value = getattr(gm, node.target)
+            if not isinstance(value, torch.Tensor):
+                raise Uncacheable(f"get_attr {node.target} is a {type(value).__name__}")
+            put(_value_meta(value))
+            h.update(_constant_bytes(value))
+        put(_value_meta(node.meta.get("val")))
+    return h.hexdigest()

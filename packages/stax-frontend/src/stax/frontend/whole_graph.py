@@ -1,0 +1,148 @@
+"""The whole-graph cache in the compile pipeline: look a graph up, load it, or store it.
+
+`lookup` says what the cache does for one graph ('hit', 'miss', 'off', 'skipped: <reason>',
+'corrupt: rebuilt'): CPU graphs under the C++ runtime only (stax.gpu's modules, the interpreter
+and graphs whose debug dump or report needs the IR are skipped, each with its reason logged on
+`stax.frontend.cache` and counted in metrics.graph_cache_skipped). A hit is loaded by `load`:
+no lowering, scheduling or code generation; g++ only if stax.cpu's .so cache lost a library.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import metrics
+from .aten_runtime import extern_kinds, kernel_table_of
+from .build import Built, cpu_config, load_cpu
+from .call_spec import CallSpec, extra_values, from_lowered
+from .config import Config
+from .graph_cache import CorruptEntry, GraphCache, GraphEntry
+from .graph_key import Uncacheable, graph_key
+from .phases import PhaseClock
+from .routing import CPU
+from .runtime import NoKernels, resolve_runtime
+
+log = logging.getLogger("stax.frontend.cache")
+
+
+@dataclass
+class Lookup:
+    status: str  # what the cache did, for the log line
+    cache: GraphCache | None = None
+    key: str | None = None
+    env: object = None  # stax.cpu.BuildEnv the key was computed with
+    entry: GraphEntry | None = None
+
+
+def _skip(reason: str) -> Lookup:
+    log.info("stax: graph not cached: %s", reason)
+    metrics.record(graph_cache_skipped={reason: 1})
+    return Lookup(f"skipped: {reason}")
+
+
+def skip_reason(cfg: Config, target: str) -> str | None:
+    if target != CPU:
+        return "stax.gpu graphs are not cached yet"
+    if resolve_runtime(cfg.runtime) != "cpu":
+        return f"config.runtime={cfg.runtime!r}"
+    if cfg.debug or cfg.report:
+        return "config.debug / config.report need the IR"
+    return None
+
+
+def lookup(gm, example_inputs, kind: str, cfg: Config, target: str, input_strides, clock: PhaseClock) -> Lookup:
+    if not cfg.graph_cache:
+        return Lookup("off")
+    reason = skip_reason(cfg, target)
+    if reason is not None:
+        return _skip(reason)
+    import stax.cpu
+    from stax.cpu.config import resolve_cache_dir
+
+    with clock.phase("cache"):
+        config = cpu_config(cfg)
+        root = resolve_cache_dir(config)
+        # before stax.cpu opens its own cache: an unusable directory gets one warning, this cache's
+        cache = GraphCache(Path(cfg.graph_cache_dir) if cfg.graph_cache_dir else root / "graphs", root)
+        env = stax.cpu.prepare(config)
+        try:
+            key = graph_key(gm, example_inputs, kind, cfg, env.identity(), input_strides)
+        except Uncacheable as e:
+            return _skip(str(e))
+        except Exception as e:  # noqa: BLE001 - a graph the key does not describe: compiled, not cached
+            log.warning("stax: cannot compute the whole-graph cache key (%s: %s); compiling uncached",
+                        type(e).__name__, e)
+            return _skip(f"no key: {type(e).__name__}")
+        clock.ident = key[:12]
+        try:
+            entry = cache.load(key)
+        except CorruptEntry as e:
+            log.warning("stax: whole-graph cache entry %s is corrupt (%s): not loaded; rebuilding it", e.path, e.why)
+            metrics.record(graph_cache_corrupt=1)
+            return Lookup("corrupt: rebuilt", cache, key, env)
+    if entry is None:
+        metrics.record(graph_cache_misses=1)
+        return Lookup("miss", cache, key, env)
+    return Lookup("hit", cache, key, env, entry)
+
+
+def load(found: Lookup, gm, device, cfg: Config, clock: PhaseClock) -> tuple[CallSpec, list, object]:
+    """(CallSpec, extras' values, module) of a hit; raises what loading raised (the caller rebuilds)."""
+    entry = found.entry
+    with clock.phase("cache"):
+        spec = entry.spec
+        extras = extra_values(spec, None, gm, device)
+    if entry.artifact is None:
+        module = NoKernels(*entry.no_kernels)
+    else:
+        module = load_cpu(entry.artifact, found.env, kernel_table_of(entry.externs), cpu_config(cfg), clock)
+    metrics.record(graph_cache_hits=1)
+    return spec, extras, module
+
+
+def counts_of(lowered, sched) -> dict:
+    """The metrics a compile records (a hit records the same)."""
+    from stax.ir import ExternKernel
+
+    return dict(
+        kernels_generated=sum(1 for k in sched.kernels if k.kind != "extern") if sched else 0,
+        nodes_lowered=sum(1 for n in lowered.graph.nodes if not isinstance(n, ExternKernel)),
+        extern_calls=sum(lowered.extern_ops.values()),
+        extern_ops=dict(lowered.extern_ops),
+        fallback_calls=sum(lowered.fallback_ops.values()),
+        fallback_ops=dict(lowered.fallback_ops),
+        materialized=dict(lowered.materialized),
+    )
+
+
+def store(found: Lookup, lowered, built: Built, counts: dict, clock: PhaseClock) -> str:
+    """Write the entry of a miss; returns the status for the log line."""
+    if found.cache is None:
+        return found.status
+    no_kernels = None
+    if built.artifact is None:
+        if not isinstance(built.module, NoKernels):
+            return found.status
+        no_kernels = (built.module.inputs, built.module.outputs)
+    entry = GraphEntry(found.key, lowered.graph.content_hash()[:12], from_lowered(lowered), built.artifact,
+                       no_kernels, extern_kinds(lowered.graph),
+                       tuple((k, tuple(sorted(v.items())) if isinstance(v, dict) else v) for k, v in counts.items()))
+    with clock.phase("cache"):
+        try:
+            stored = found.cache.store(entry)
+        except Uncacheable as e:
+            _skip(str(e))
+            return f"skipped: {e}"
+        except OSError as e:
+            log.warning("stax: could not store whole-graph cache entry %s (%s)", found.key[:12], e)
+            return f"{found.status} (not stored: {e})"
+    if not stored:
+        return f"{found.status} (read-only: not stored)"
+    metrics.record(graph_cache_stores=1)
+    return f"{found.status} (stored)"
+
+
+def entry_counts(entry: GraphEntry) -> dict:
+    return {k: dict(v) if isinstance(v, tuple) else v for k, v in entry.counts}

@@ -1,0 +1,289 @@
+"""The whole-graph cache (graph_cache.py, whole_graph.py) and the compile phase times (phases.py).
+
+Two or three processes compile one tiny model (graph_cache_worker.py: forward + backward, a
+constant, a matmul, a sort fallback) on one graph cache directory; the other tests run in this
+process, on a graph cache directory of their own (the second compile in one process reads the
+disk too: there is no in-memory copy). stax.cpu's .so cache stays the session's (warm), except
+for the read-only test, which needs both unusable.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+import torch._dynamo
+from conftest import assert_same
+from stax.frontend import config, metrics
+from stax.frontend.graph_cache import MAGIC, StaxCacheWarning
+
+WORKER = Path(__file__).with_name("graph_cache_worker.py")
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _env(graph_dir: Path) -> dict:
+    paths = [str(p) for p in sorted((ROOT / "packages").glob("*/src"))]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths + [os.environ.get("PYTHONPATH", "")]),
+            "STAX_GRAPH_CACHE_DIR": str(graph_dir), "OMP_NUM_THREADS": "1"}
+
+
+def _worker(graph_dir: Path, arrive: Path | None = None, n: int = 0) -> subprocess.Popen:
+    args = [sys.executable, str(WORKER)] + ([str(arrive), str(n)] if arrive else [])
+    return subprocess.Popen(args, env=_env(graph_dir), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _result(proc: subprocess.Popen) -> dict:
+    out, err = proc.communicate(timeout=240)
+    assert proc.returncode == 0, err[-3000:]
+    return json.loads(out.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def processes(tmp_path_factory):
+    """Two workers writing the same entries of an empty graph cache at once (each waits, before its first
+    write, until both have missed: graph_cache_worker.py), then a third process on the cache they left."""
+    graph_dir = tmp_path_factory.mktemp("graphs")
+    arrive = tmp_path_factory.mktemp("arrive")
+    writers = [_result(p) for p in [_worker(graph_dir, arrive, 2) for _ in range(2)]]
+    return writers, _result(_worker(graph_dir)), graph_dir
+
+
+def test_two_processes_writing_one_key_both_succeed(processes):
+    """Both compile and run correctly; the forward graph (missed by both) is written by both, the backward
+    one may be a hit if the other process stored it first; no temporary file is left behind."""
+    writers, _, graph_dir = processes
+    for r in writers:
+        assert r["max_err"] < 1e-5 and r["max_grad_err"] < 1e-5, r
+        assert r["misses"] + r["hits"] == 2 and r["stores"] == r["misses"] and r["corrupt"] == 0, r
+    assert sum(r["stores"] for r in writers) >= 3, writers
+    entries = list(graph_dir.rglob("*.entry"))
+    assert len(entries) == 2 and not list(graph_dir.rglob("*.tmp")), entries
+
+
+def test_concurrent_writes_of_one_key_never_show_a_partial_entry(tmp_path):
+    """Writers replace the entry atomically: a reader polling it meanwhile sees the old or the new
+    entry whole, never a torn one (1 MB of source makes a torn write likely were it written in place)."""
+    import threading
+
+    from stax.frontend.graph_cache import GraphCache, GraphEntry
+
+    cache = GraphCache(tmp_path / "graphs", tmp_path)
+    key = "ab" * 32
+    entries = [GraphEntry(key, "g", None, None, ((), ()), (), (("source", c * (1 << 20)),)) for c in "xy"]
+    cache.store(entries[0])
+    stop, seen, errors = threading.Event(), set(), []
+
+    def write(entry):
+        for _ in range(20):
+            cache.store(entry)
+
+    def read():
+        while not stop.is_set():
+            try:
+                seen.add(cache.load(key).counts[0][1][0])
+            except Exception as e:  # noqa: BLE001 - a torn entry: what must not happen
+                errors.append(e)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    writers = [threading.Thread(target=write, args=(e,)) for e in entries]
+    for t in writers:
+        t.start()
+    for t in writers:
+        t.join()
+    stop.set()
+    reader.join()
+    assert not errors and seen <= {"x", "y"} and seen, (errors[:1], seen)
+    assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_second_process_loads_without_lowering_scheduling_or_codegen(processes):
+    """The forward and backward graphs are hits: lowering, scheduling and code generation never ran, the
+    results (and the fallback and kernel counters) are eager's / the first process's."""
+    writers, reader, _ = processes
+    assert reader["hits"] == 2 and reader["misses"] == 0 and reader["corrupt"] == 0, reader
+    assert reader["graphs"] == 2 and reader["fallbacks"] == writers[0]["fallbacks"] == {"sort.default": 1}
+    assert reader["kernels"] == writers[0]["kernels"] > 0
+    for phase in ("lower", "schedule", "codegen"):
+        assert phase not in reader["phase_runs"], reader["phase_runs"]
+        assert all(w["phase_runs"].get(phase, 0) == w["misses"] > 0 for w in writers), writers
+    assert reader["phase_runs"]["load"] == 2
+    assert reader["max_err"] < 1e-5 and reader["max_grad_err"] < 1e-5, reader
+
+
+# ---- in this process ------------------------------------------------------------------------
+
+
+def _f(x, w):
+    return torch.relu(x @ w).softmax(-1) * 3.0
+
+
+ARGS = (torch.randn(8, 16), torch.randn(16, 12))
+
+
+def _compile(**options):
+    """One fresh compile of _f (dynamo's cache cleared: the backend runs again) and its result."""
+    torch._dynamo.reset()
+    return torch.compile(_f, backend="stax", dynamic=False, options=options or None)(*ARGS)
+
+
+@pytest.fixture
+def graph_dir(tmp_path):
+    with config.patch(graph_cache=True, graph_cache_dir=str(tmp_path / "graphs")):
+        yield tmp_path / "graphs"
+
+
+def test_hit_in_a_fresh_compile_equals_eager(graph_dir):
+    assert_same(_compile(), _f(*ARGS))
+    assert metrics.snapshot().graph_cache_stores == 1
+    metrics.reset()
+    assert_same(_compile(), _f(*ARGS))
+    m = metrics.snapshot()
+    assert m.graph_cache_hits == 1 and "lower" not in m.phase_runs and m.extern_ops == {"mm.default": 1}
+
+
+def _entry(graph_dir: Path) -> Path:
+    (path,) = graph_dir.rglob("*.entry")
+    return path
+
+
+def _truncate(p: Path):
+    p.write_bytes(p.read_bytes()[: p.stat().st_size // 2])
+
+
+def _flip(p: Path):
+    data = bytearray(p.read_bytes())
+    data[len(MAGIC) + 65 + (len(data) - len(MAGIC) - 65) // 2] ^= 0x01  # the payload's middle: C++ source text
+    p.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("damage", [_truncate, _flip], ids=["truncated", "flipped-byte"])
+def test_corrupt_entry_is_rebuilt_never_loaded(graph_dir, damage, caplog):
+    _compile()
+    damage(_entry(graph_dir))
+    metrics.reset()
+    with caplog.at_level(logging.WARNING, logger="stax.frontend.cache"):
+        assert_same(_compile(), _f(*ARGS))
+    m = metrics.snapshot()
+    assert m.graph_cache_corrupt == 1 and m.graph_cache_hits == 0 and m.phase_runs["lower"] == 1, m
+    assert m.graph_cache_stores == 1 and "is corrupt" in caplog.text
+    metrics.reset()
+    assert_same(_compile(), _f(*ARGS))  # the rebuilt entry is whole again
+    assert metrics.snapshot().graph_cache_hits == 1
+
+
+def test_config_change_misses(graph_dir):
+    _compile()
+    metrics.reset()
+    _compile(**{"cpu.min_chunk": 4096})
+    _compile(max_reads=4)
+    _compile(**{"scheduler.max_fusion_nodes": 1})
+    m = metrics.snapshot()
+    assert m.graph_cache_misses == 3 and m.graph_cache_hits == 0, m
+    metrics.reset()
+    _compile(max_reads=4)  # the same config again: its own entry
+    assert metrics.snapshot().graph_cache_hits == 1
+
+
+def test_input_layout_and_dtype_miss(graph_dir):
+    x, w = ARGS
+    torch.compile(_f, backend="stax", dynamic=False)(x, w)
+    for args in ((x.t().contiguous().t(), w), (x.double(), w.double()), (x[:4], w)):
+        torch._dynamo.reset()
+        assert_same(torch.compile(_f, backend="stax", dynamic=False)(*args), _f(*args))
+    m = metrics.snapshot()
+    assert m.graph_cache_misses == 4 and m.graph_cache_hits == 0, m
+
+
+def test_unwritable_directory_works_uncached_with_one_warning(tmp_path, monkeypatch):
+    """A cache directory under a regular file cannot be made, whoever runs the test (root writes through
+    chmod): stax.cpu compiles into a private directory, nothing is stored, one warning for both."""
+    (tmp_path / "file").write_text("in the way")
+    monkeypatch.setenv("STAX_CACHE_DIR", str(tmp_path / "file" / "cache"))
+    with config.patch(graph_cache=True), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert_same(_compile(), _f(*ARGS))
+        assert_same(_compile(max_reads=4), _f(*ARGS))
+    mine = [w for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(mine) == 1 and issubclass(mine[0].category, StaxCacheWarning), [str(w.message) for w in mine]
+    assert "private directory" in str(mine[0].message)
+    m = metrics.snapshot()
+    assert m.graph_cache_stores == 0 and m.graph_cache_misses == 2 and m.graphs_compiled == 2
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root writes through a chmod 0o500 directory")
+def test_read_only_directory_still_hits(graph_dir, recwarn):
+    _compile()
+    for d in [graph_dir, *graph_dir.iterdir()]:
+        d.chmod(0o500)
+    try:
+        metrics.reset()
+        assert_same(_compile(), _f(*ARGS))
+        assert metrics.snapshot().graph_cache_hits == 1
+        assert len([w for w in recwarn if issubclass(w.category, StaxCacheWarning)]) == 1
+    finally:
+        for d in [graph_dir, *graph_dir.iterdir()]:
+            d.chmod(0o700)
+
+
+def test_graphs_not_cached_say_why(graph_dir):
+    with config.patch(runtime="interpret"):
+        _compile()
+    with config.patch(report=True, report_dir=str(graph_dir.parent / "report")):
+        _compile()
+    m = metrics.snapshot()
+    assert m.graph_cache_skipped == {"config.runtime='interpret'": 1, "config.debug / config.report need the IR": 1}
+    assert m.graph_cache_stores == 0 and not graph_dir.exists()
+
+
+def test_cache_off_is_not_looked_up(tmp_path):
+    with config.patch(graph_cache=False, graph_cache_dir=str(tmp_path / "graphs")):
+        _compile()
+        _compile()
+    m = metrics.snapshot()
+    assert m.graph_cache_hits == m.graph_cache_misses == m.graph_cache_stores == 0
+    assert not (tmp_path / "graphs").exists() and m.graph_times[0].cache == "off"
+
+
+def test_one_phase_line_per_graph(graph_dir, caplog):
+    """Each graph logs one line with its phases after its first call; metrics and the report have them."""
+    x = torch.randn(8, 16, requires_grad=True)
+    with caplog.at_level(logging.INFO, logger="stax.frontend.compile"):
+        torch.compile(lambda a: (a.tanh() * 2).sum(), backend="stax", dynamic=False)(x).backward()
+    lines = [r.getMessage() for r in caplog.records if r.name == "stax.frontend.compile"]
+    assert len(lines) == 2 and lines[0].startswith("stax: forward graph") and lines[1].startswith("stax: backward")
+    assert all(f" {p} " in lines[0] for p in ("aot", "lower", "schedule", "codegen", "cxx", "load", "first run"))
+    assert "graph cache miss (stored)" in lines[0]
+    times = metrics.snapshot().graph_times
+    assert [t.kind for t in times] == ["forward", "backward"] and all(t.total_s > 0 for t in times)
+    assert metrics.snapshot().phase_runs["first_run"] == 2
+
+
+def test_report_lists_compile_phases(tmp_path):
+    from stax.frontend import report
+
+    with config.patch(report=True, report_dir=str(tmp_path)):
+        _compile()
+    (page,) = [p for p in tmp_path.glob("*.html") if p.name != "index.html"]
+    phases = report.load(str(page))["compile_phases"]
+    assert {"lower", "schedule", "codegen", "cxx", "load"} <= set(phases) and "first_run" not in phases
+
+
+@pytest.mark.parametrize("value", [torch.device("cpu"), lambda: 0], ids=["torch-object", "callable"])
+def test_entry_holding_other_than_plain_data_is_not_written(tmp_path, value):
+    """Only builtins and stax's dataclasses are stored: anything else makes the graph uncacheable (the
+    pipeline logs and counts the reason, whole_graph.store) instead of pickling an object it cannot rebuild."""
+    from stax.frontend.graph_cache import GraphCache, GraphEntry
+    from stax.frontend.graph_key import Uncacheable
+
+    cache = GraphCache(tmp_path / "graphs", tmp_path)
+    with pytest.raises(Uncacheable, match="not plain data|does not pickle"):
+        cache.store(GraphEntry("cd" * 32, "g", None, None, ((), ()), (), (("value", value),)))
+    assert not list((tmp_path / "graphs").rglob("*.entry"))
