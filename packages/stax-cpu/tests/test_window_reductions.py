@@ -30,22 +30,30 @@ def _nhwc(sizes):
     return (h * w * c, 1, w * c, c)
 
 
-def _pool_graph():
+def _window():
+    """The NHWC input, its value at window position (r0, r1) of output (n, c, oh, ow) (clamped
+    into the image) and whether that position is inside the image (not padding)."""
     x = ir.InputBuffer("x", ir.Layout("cpu", F32, (N, C, H, W), _nhwc((N, C, H, W))))
-    params = [ir.InputBuffer(f"p{k}", ir.Layout.contiguous((C,), F32)) for k in range(4)]
     n, c, oh, ow = ir.pointwise_vars(4)
     r0, r1 = ir.reduction_vars(2)
     ih, iw = 2 * oh - 1 + r0, 2 * ow - 1 + r1
     clamp = lambda e, hi: sympy.Max(0, sympy.Min(hi - 1, e))  # noqa: E731
     v = ir.load("x", H * W * C * n + c + W * C * clamp(ih, H) + C * clamp(iw, W), F32)
-    mean, var, gamma, beta = (ir.load(p.name, c, F32) for p in params)
-    rstd = ir.op("reciprocal", ir.op("sqrt", ir.op("add", var, ir.const(1e-5, F32))))
-    y = ir.op("relu", ir.op("add", ir.op("mul", ir.op("mul", ir.op("sub", v, mean), rstd), gamma), beta))
     inside = None
     for e, hi in ((ih, H), (iw, W)):
         iv = ir.index_value(e)
         cond = ir.op("logical_and", ir.op("ge", iv, ir.const(0, dt.int64)), ir.op("lt", iv, ir.const(hi, dt.int64)))
         inside = cond if inside is None else ir.op("logical_and", inside, cond)
+    return x, v, inside
+
+
+def _pool_graph():
+    x, v, inside = _window()
+    params = [ir.InputBuffer(f"p{k}", ir.Layout.contiguous((C,), F32)) for k in range(4)]
+    c = ir.pointwise_vars(4)[1]
+    mean, var, gamma, beta = (ir.load(p.name, c, F32) for p in params)
+    rstd = ir.op("reciprocal", ir.op("sqrt", ir.op("add", var, ir.const(1e-5, F32))))
+    y = ir.op("relu", ir.op("add", ir.op("mul", ir.op("mul", ir.op("sub", v, mean), rstd), gamma), beta))
     y = ir.op("where", inside, y, ir.const(float("-inf"), F32))
     out = ir.ComputedBuffer("pool", ir.Layout("cpu", F32, (N, C, OH, OW), _nhwc((N, C, OH, OW))),
                             ir.Reduction((N, C, OH, OW), (3, 3), "max", y))
@@ -77,17 +85,9 @@ def _pool_with_indices_graph():
     """A training max pool over NHWC memory as the frontend lowers it: the window's max, its
     argmax, the position of its last NaN (-1 without one) and the flat input index from those two
     (max_pool2d_with_indices), all over [N, C, OH, OW] in NHWC layout: one outer-loop fusion."""
-    x = ir.InputBuffer("x", ir.Layout("cpu", F32, (N, C, H, W), _nhwc((N, C, H, W))))
+    x, v, inside = _window()
     n, c, oh, ow = ir.pointwise_vars(4)
     r0, r1 = ir.reduction_vars(2)
-    ih, iw = 2 * oh - 1 + r0, 2 * ow - 1 + r1
-    clamp = lambda e, hi: sympy.Max(0, sympy.Min(hi - 1, e))  # noqa: E731
-    v = ir.load("x", H * W * C * n + c + W * C * clamp(ih, H) + C * clamp(iw, W), F32)
-    inside = None
-    for e, hi in ((ih, H), (iw, W)):
-        iv = ir.index_value(e)
-        cond = ir.op("logical_and", ir.op("ge", iv, ir.const(0, dt.int64)), ir.op("lt", iv, ir.const(hi, dt.int64)))
-        inside = cond if inside is None else ir.op("logical_and", inside, cond)
     v = ir.op("where", inside, v, ir.const(float("-inf"), F32))
     out_layout = lambda d: ir.Layout("cpu", d, (N, C, OH, OW), _nhwc((N, C, OH, OW)))  # noqa: E731
     sizes = (N, C, OH, OW)
