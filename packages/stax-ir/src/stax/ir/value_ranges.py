@@ -101,7 +101,7 @@ def var_range_map(var_ranges: Mapping | None) -> dict:
             else:
                 symbolic.append((s, r))
     if symbolic:  # bounded by the ranges given in the same mapping (loop variables' and size symbols')
-        known = {s: r for s, r in var_ranges.items() if isinstance(r, ValueRange)}
+        known = {s: r for s, r in out.items() if isinstance(r, ValueRange)}
         out.update((s, _size_range(r, known)) for s, r in symbolic)
     return out
 
