@@ -202,8 +202,8 @@ def test_batch_norm_running_stats_in_a_training_forward_match_eager():
 
 def test_optimizer_step_from_the_graph_cache_still_writes_in_place(tmp_path):
     """A step loaded from the whole-graph cache keeps its donated outputs (the cached call spec),
-    and matches eager. Next to an in-place `p.add_(g)`, an out-of-place `p + g` of the same shapes
-    never writes into its input (the donated inputs are part of the key too)."""
+    and matches eager. With the cache on, an in-place `p.add_(g)` and then an out-of-place `p + g` of
+    the same shapes: only the first writes into its input."""
     from stax.frontend import config
 
     x = torch.randn(8, 32, generator=torch.Generator().manual_seed(5))

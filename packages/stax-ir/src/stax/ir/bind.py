@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 import sympy
 
-from .expr import Constant, IndexValue, Load, Op, Value, walk
+from .expr import Value, map_indices
 from .graph import ComputedBuffer, ExternKernel, Graph, InputBuffer, Layout, Pointwise, Reduction, Scan, Scatter
 from .sizevars import NO_SIZE_VARS
 
@@ -30,11 +30,10 @@ def bind_graph(graph: Graph, binding: Mapping) -> Graph:
 
 
 class _Binder:
-    """Substitution of one binding, memoized per value node (DAG sharing is kept)."""
+    """Substitution of one binding (values through expr.map_indices: DAG sharing is kept)."""
 
     def __init__(self, sub: dict):
         self.sub = sub
-        self.memo: dict[int, Value] = {}
 
     def e(self, x):
         return x.xreplace(self.sub) if isinstance(x, sympy.Basic) else x
@@ -70,22 +69,4 @@ class _Binder:
                        indirect, v(body.value), body.mode)
 
     def value(self, root: Value) -> Value:
-        memo = self.memo
-        for n in walk(root):
-            if id(n) in memo:
-                continue
-            new: Value
-            if isinstance(n, Load):
-                ind = tuple((s, memo[id(x)], self.e(bound)) for s, x, bound in n.indirect)
-                mask = memo[id(n.mask)] if n.mask is not None else None
-                new = Load(n.buffer, self.e(n.index), n.dtype, ind, mask, n.other)
-            elif isinstance(n, IndexValue):
-                new = IndexValue(self.e(n.index), n.dtype)
-            elif isinstance(n, Op):
-                new = Op(n.name, tuple(memo[id(a)] for a in n.args), n.dtype)
-            elif isinstance(n, Constant):
-                new = n
-            else:
-                raise TypeError(f"bind_graph: unknown value node {type(n).__name__}")
-            memo[id(n)] = new
-        return memo[id(root)]
+        return map_indices(root, self.e, bounds=self.e)

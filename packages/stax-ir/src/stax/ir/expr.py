@@ -148,14 +148,15 @@ def loads(root: Value) -> list[Load]:
     return [n for n in walk(root) if isinstance(n, Load)]
 
 
-def map_indices(root: Value, fn) -> Value:
+def map_indices(root: Value, fn, bounds=None) -> Value:
     """`root` with every Load / IndexValue index replaced by fn(index); masks, indirect
-    values and the DAG's sharing are kept (renaming loop variables, splitting a loop)."""
+    values and the DAG's sharing are kept (renaming loop variables, splitting a loop).
+    `bounds`: also maps the indirect loads' bounds (sizes: binding size symbols)."""
     memo: dict[int, Value] = {}
     for n in walk(root):
         new: Value
         if isinstance(n, Load):
-            ind = tuple((s, memo[id(v)], b) for s, v, b in n.indirect)
+            ind = tuple((s, memo[id(v)], b if bounds is None else bounds(b)) for s, v, b in n.indirect)
             mask = memo[id(n.mask)] if n.mask is not None else None
             new = Load(n.buffer, fn(n.index), n.dtype, ind, mask, n.other)
         elif isinstance(n, IndexValue):
