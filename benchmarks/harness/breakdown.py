@@ -60,13 +60,13 @@ def _ranged(fn, label: str):
 
 
 _EXTERN_USE = re.compile(r"\b(ext_\w+|EXTERN_\d+)\b")
-_ATEN = re.compile(r"\baten\.(\w+)\.(\w+)")
+_ATEN = re.compile(r"\b(aten|stax)\.(\w+)\.(\w+)")  # (stax.packed_conv2d, stax.packed_linear: CPU inference)
 
 
 def op_name(kernel: str) -> str:
     """'aten.addmm.default' -> 'aten::addmm' (the profiler's spelling); other overloads are kept."""
-    _, name, overload = kernel.split(".")
-    return f"aten::{name}" + ("" if overload == "default" else f".{overload}")
+    ns, name, overload = kernel.split(".")
+    return f"{ns}::{name}" + ("" if overload == "default" else f".{overload}")
 
 
 def extern_ops(source: str) -> dict:
@@ -76,8 +76,8 @@ def extern_ops(source: str) -> dict:
     for line in source.splitlines():
         use, aten = _EXTERN_USE.search(line), _ATEN.findall(line)
         if use and aten:
-            name, overload = aten[-1]
-            ops[use.group(1)] = op_name(f"aten.{name}.{overload}")
+            ns, name, overload = aten[-1]
+            ops[use.group(1)] = op_name(f"{ns}.{name}.{overload}")
     return ops
 
 

@@ -153,7 +153,8 @@ def markdown(data: dict) -> str:
 
 SHORT = (("aten::item", "item (GPU sync)"), ("aten::_local_scalar_dense", "item (GPU sync)"), ("aten::", ""),
          ("_scaled_dot_product_flash_attention_for_cpu", "sdpa_flash_cpu"),
-         ("_scaled_dot_product_", "sdpa_"), ("convolution", "conv"))
+         ("_scaled_dot_product_", "sdpa_"), ("convolution", "conv"), ("stax::packed_conv2d", "packed conv"),
+         ("stax::packed_linear", "packed linear"))
 
 
 def short(op: str) -> str:

@@ -67,6 +67,15 @@ def assert_same(actual, expected, rtol=None, atol=None, check_stride=True):
         assert got == sig, f"strides {actual.stride()} differ from eager's {expected.stride()}"
 
 
+def no_grad_call(m):
+    """`m`'s call under torch.no_grad(): what an inference graph is traced from."""
+    def f(*args):
+        with torch.no_grad():
+            return m(*args)
+
+    return f
+
+
 def run_stax(fn, *args, **kwargs):
     """fn compiled with backend='stax' (static shapes) applied to args."""
     return torch.compile(fn, backend="stax", dynamic=False)(*args, **kwargs)

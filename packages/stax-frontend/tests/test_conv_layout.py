@@ -39,11 +39,14 @@ def _infer(m):
     return f
 
 
-def test_inference_convolutions_run_channels_last():
+@pytest.mark.parametrize("prepack", [False, True])
+def test_inference_convolutions_run_channels_last(prepack):
     m, x = _model()
-    check(_infer(m), x, rtol=1e-4, atol=1e-5)  # values and NCHW output strides as eager's
-    # x and two weights copied to NHWC; relu(bn(conv1)) written NHWC by its own kernel: no fourth copy
-    assert metrics.snapshot().materialized["conv:channels_last"] == 3
+    with config.patch(conv_prepack=prepack):
+        check(_infer(m), x, rtol=1e-4, atol=1e-5)  # values and NCHW output strides as eager's
+    # ATen convolutions: x and two weights copied to NHWC; relu(bn(conv1)) written NHWC by its own
+    # kernel: no fourth copy. Packed (test_packed_conv.py): only x is copied, bn and relu run in conv1
+    assert metrics.snapshot().materialized["conv:channels_last"] == (1 if prepack else 3)
 
 
 def test_off_switch_keeps_nchw():

@@ -249,10 +249,11 @@ def _mlp():
 @pytest.fixture(scope="module")
 def model_reports(tmp_path_factory):
     """Report data of every graph of small real models: an MLP training step, a CNN with batch
-    norm (training step and eval). {page name: data}."""
+    norm (training step and eval). {page name: data}. Packed weights off: the eval graphs keep
+    their batch norm and activation kernels (packed, they would run inside oneDNN's calls)."""
     d = tmp_path_factory.mktemp("models")
     torch._dynamo.reset()
-    with config.patch(report=True, report_dir=str(d), strict=True):
+    with config.patch(report=True, report_dir=str(d), strict=True, conv_prepack=False, linear_prepack=False):
         for model, x in ((_mlp(), torch.randn(32, 64)), (_cnn_bn(), torch.randn(4, 3, 16, 16))):
             run_stax(model, x).square().mean().backward()
             torch._dynamo.reset()

@@ -22,10 +22,12 @@ from . import debug, donation, metrics, runtime, whole_graph
 from .build import build_module
 from .call_spec import extra_values, from_lowered
 from .config import Config
+from .conv_fusion import fuse_convolutions
 from .cse import cse
 from .decompositions import decomposition_table
 from .eager_warnings import cause_of, warn_eager
 from .graph_lowering import lower
+from .linear_fusion import fuse_linears
 from .phases import AotClock, PhaseClock
 from .report import write_report
 from .routing import GPU, route
@@ -93,6 +95,11 @@ def _compile_graph(gm, example_inputs, kind: str, cfg: Config, input_strides, cl
                 return compiled
         cse(gm)
         with clock.phase("lower"):
+            if kind == "inference" and TARGETS[target].channels_last_convs:  # (the CPU target: oneDNN)
+                if cfg.conv_prepack and cfg.conv_channels_last:
+                    fuse_convolutions(gm, mutated)
+                if cfg.linear_prepack:
+                    fuse_linears(gm, mutated)
             lowered = lower(gm, example_inputs, cfg, target, device, kind=kind, input_strides=input_strides)
         with clock.phase("schedule"):
             policy = TARGETS[target].policy(cfg, donation.donated_pairs(lowered, mutated))

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import torch
 from stax.ir import ExternKernel, Graph
 
-from .extern_format import ENUMS, GETITEM, OPAQUE
+from .extern_format import ENUMS, OPAQUE
 
 
 def decode(obj, tensors):
@@ -200,14 +200,3 @@ def extern_kinds(graph: Graph) -> tuple:
         if isinstance(n, ExternKernel) and n.kernel not in seen:
             seen[n.kernel] = bool(n.fallback)
     return tuple(seen.items())
-
-
-def kernel_table_of(kinds) -> dict[str, Callable]:
-    """{kernel name: callable} from extern_kinds' pairs (a whole-graph cache load has no graph)."""
-    return {kernel: getitem_kernel if kernel == GETITEM else aten_kernel(kernel, fresh=not fallback)
-            for kernel, fallback in kinds}
-
-
-def kernel_table(graph: Graph) -> dict[str, Callable]:
-    """{kernel name: callable} for every ExternKernel of `graph`."""
-    return kernel_table_of(extern_kinds(graph))

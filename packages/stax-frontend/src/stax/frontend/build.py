@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import stax.cpu
 import torch
 
-from .aten_runtime import kernel_table
 from .config import Config
+from .extern_table import kernel_table
 from .graph_lowering import LoweredGraph
 from .phases import PhaseClock
 from .routing import CPU, GPU

@@ -82,6 +82,13 @@ class Config:
     cpu_costs / gpu_costs: §6.6 per-device cost tables (rules 1 and 3).
     conv_channels_last: CPU inference and training graphs run 2-D convolutions on channels-last
       memory (lowering/conv_layout.py); env STAX_CONV_CHANNELS_LAST=0 keeps NCHW.
+    conv_prepack: CPU inference graphs run each 2-D convolution whose weight is a graph input on a
+      oneDNN weight packed once, with batch norm folded into it and a ReLU / residual add as
+      post-ops (conv_fusion.py, packed_conv.py: the cache follows version counters, so a write
+      through `p.data` is not seen); env STAX_CONV_PREPACK=0 turns it off.
+    linear_prepack: the same for linear layers (addmm / mm by a transposed graph-input weight) on a
+      packed oneDNN weight, a ReLU / GELU after them as a post-op (linear_fusion.py,
+      packed_linear.py); env STAX_LINEAR_PREPACK=0 turns it off.
     follow_read_order: a materialized pointwise value no user sees is stored in the memory
       order of its reads (read_order.py; channels-last after channels-last convolutions);
       env STAX_FOLLOW_READ_ORDER=0 stores it row-major.
@@ -116,6 +123,8 @@ class Config:
     gpu_costs: DeviceCosts = field(default=GPU_COSTS)
     device_override: str | None = None  # env STAX_DEVICE_OVERRIDE=gpu
     conv_channels_last: bool = True  # env STAX_CONV_CHANNELS_LAST
+    conv_prepack: bool = True  # env STAX_CONV_PREPACK: CPU inference convolutions on packed weights
+    linear_prepack: bool = True  # env STAX_LINEAR_PREPACK: CPU inference linear layers on packed weights
     follow_read_order: bool = True  # env STAX_FOLLOW_READ_ORDER
     partitioner: str = "min_cut"  # env STAX_PARTITIONER: AOTAutograd's forward/backward split
     foreach_kernels: bool = True  # env STAX_FOREACH_KERNELS
@@ -161,7 +170,8 @@ def with_options(cfg: Config, options: dict | None) -> Config:
 
 def from_env() -> Config:
     """Defaults overridden by STAX_DEBUG(_DIR), STAX_REPORT(_DIR), STAX_RUNTIME, STAX_STRICT,
-    STAX_DEVICE_OVERRIDE, STAX_CONV_CHANNELS_LAST, STAX_FOLLOW_READ_ORDER, STAX_PARTITIONER, STAX_GRAPH_CACHE(_DIR)."""
+    STAX_DEVICE_OVERRIDE, STAX_CONV_CHANNELS_LAST, STAX_CONV_PREPACK, STAX_LINEAR_PREPACK,
+    STAX_FOLLOW_READ_ORDER, STAX_PARTITIONER, STAX_GRAPH_CACHE(_DIR)."""
     c = Config()
     return dataclasses.replace(
         c,
@@ -173,6 +183,8 @@ def from_env() -> Config:
         strict=_env_flag("STAX_STRICT", c.strict),
         device_override=os.environ.get("STAX_DEVICE_OVERRIDE") or c.device_override,
         conv_channels_last=_env_flag("STAX_CONV_CHANNELS_LAST", c.conv_channels_last),
+        conv_prepack=_env_flag("STAX_CONV_PREPACK", c.conv_prepack),
+        linear_prepack=_env_flag("STAX_LINEAR_PREPACK", c.linear_prepack),
         follow_read_order=_env_flag("STAX_FOLLOW_READ_ORDER", c.follow_read_order),
         partitioner=os.environ.get("STAX_PARTITIONER", c.partitioner),
         foreach_kernels=_env_flag("STAX_FOREACH_KERNELS", c.foreach_kernels),

@@ -14,6 +14,7 @@ import functools
 import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
 
+from .encoder_layer_decomp import DECOMPOSITIONS as ENCODER_LAYER
 from .foreach_decomps import foreach_decompositions
 from .lowering.extern import EXTERN_OPS
 
@@ -135,6 +136,7 @@ OWN = {
     aten.index_fill.int_Scalar: _index_fill,
     aten.index_fill.int_Tensor: _index_fill,
     aten.repeat.default: _repeat,
+    **ENCODER_LAYER,  # nn.TransformerEncoderLayer's eval fast path (encoder_layer_decomp.py)
 }
 
 

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import metrics
-from .aten_runtime import extern_kinds, kernel_table_of
+from .aten_runtime import extern_kinds
 from .build import Built, cpu_config, load_cpu
 from .call_spec import CallSpec, extra_values, from_lowered
 from .config import Config
+from .extern_table import kernel_table_of
 from .graph_cache import CorruptEntry, GraphCache, GraphEntry
 from .graph_key import Uncacheable, graph_key
 from .phases import PhaseClock

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import torch
 
+from .. import packed_conv  # noqa: F401  (registers torch.ops.stax.packed_conv2d)
 from ..extern_calls import call_aten
 from .registry import BUFFER, table
 
 aten = torch.ops.aten
+PACKED = torch.ops.stax.packed_conv2d.default
 
 
 def channels_last_strides(sizes) -> tuple:
@@ -101,10 +103,13 @@ def _takes_channels_last(ctx, node: torch.fx.Node, user: torch.fx.Node) -> bool:
 
 def _is_conv_input(ctx, node: torch.fx.Node, user: torch.fx.Node) -> bool:
     """`user` is a channels-last convolution (or its backward) reading `node` as its input (gradient)."""
-    if user.op != "call_function" or not user.args or user.args[0] is not node:
+    if user.op != "call_function" or not user.args or not (
+            user.args[0] is node or (user.target is PACKED and user.args[3] is node)):
         return False
     if user.target is aten.convolution_backward.default:
         return backward_applies(ctx, user)
+    if user.target is PACKED:
+        return True
     return user.target is aten.convolution.default and applies(ctx, user)
 
 
@@ -145,5 +150,15 @@ def convolution(ctx, node, x, w, *rest, **kwargs):
                      out_strides=channels_last_strides(val.shape), traced_inputs=False)
 
 
-LOWERINGS = table(BUFFER, {aten.convolution.default: convolution,
+def packed_conv2d(ctx, node, x, weight, bias, other, consts, *rest):
+    """stax::packed_conv2d (conv_fusion.py): its activation input and residual channels-last,
+    the tensors its packed weight is folded from as they are (graph inputs)."""
+    x = ctx.realize(x, "conv:channels_last", strides=channels_last_strides(x.sizes))
+    if other is not None:
+        other = ctx.realize(other, "conv:channels_last", strides=channels_last_strides(other.sizes))
+    return call_aten(ctx, node, (x, weight, bias, other, consts, *rest), {}, fallback=False,
+                     out_strides=channels_last_strides(node.meta["val"].shape), traced_inputs=False)
+
+
+LOWERINGS = table(BUFFER, {aten.convolution.default: convolution, PACKED: packed_conv2d,
                            aten.convolution_backward.default: convolution_backward})

@@ -1,0 +1,54 @@
+"""The runtime side of CPU inference ops on prepacked weights (packed_conv.py, packed_linear.py):
+one cached packed state per extern node, rebuilt when a tensor it was made from changed.
+
+A tensor counts as unchanged while its data pointer and version counter are: in-place writes
+through torch ops bump the counter (optimizer steps, `load_state_dict`, `p.mul_()`); the cache
+entry keeps the tensors alive, so their memory cannot be handed to another tensor meanwhile. A
+write through `p.data` does not bump the counter `p` has (torch gives `.data` its own): such a
+write is not seen — Config.conv_prepack / linear_prepack off compile without packing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from .aten_runtime import _CallPlan, _conform
+
+
+def stamp(tensors) -> tuple:
+    """What says a tensor was not written since: its data pointer and version counter."""
+    return tuple((t.data_ptr(), t._version) if isinstance(t, torch.Tensor) else None for t in tensors)
+
+
+class PackedKernel:
+    """The callable stax.cpu's wrapper binds once per extern node. `sources(args)`: the tensors
+    (and a shape key) the packed state depends on; `build(args)`: the state; `run(args, state)`:
+    the result. `args` are the op's decoded arguments in schema order."""
+
+    def __init__(self, name: str, sources: Callable, build: Callable, run: Callable):
+        self.__name__, self.sources, self.build, self.run = name, sources, build, run
+
+    def bind(self, args=(), kwargs=(), views=(), out=False) -> Callable:
+        plan = None
+        cache: dict = {}
+        sources, build, run = self.sources, self.build, self.run
+
+        def bound(*bufs):
+            nonlocal plan
+            if plan is None:  # (at the first call, as aten_kernel's: which views are the buffer itself)
+                plan = _CallPlan(bufs, args, kwargs, views, out)
+            a = plan.args(plan.tensors(bufs))
+            tensors, key = sources(a)
+            now = (stamp(tensors), key)
+            if cache.get("stamp") != now:
+                cache.update(stamp=now, keep=tensors, state=build(a))
+            y = run(a, cache["state"])
+            return _conform(y, out, bufs, True) if isinstance(out, tuple) else y
+
+        bound.__name__ = self.__name__
+        return bound
+
+    def __call__(self, *bufs, **constants):
+        return self.bind(**constants)(*bufs)
