@@ -157,3 +157,29 @@ def test_a_whole_graph_cache_hit_runs_packed_convolutions(tmp_path):
         got = torch.compile(f, backend="stax", dynamic=False)(x)
     assert metrics.snapshot().graph_cache_hits == 1
     assert_same(got, f(x), rtol=1e-4, atol=1e-5)
+
+
+def test_frontend_works_where_the_custom_ops_cannot_register():
+    """A torch whose custom-op API refuses these ops loses packing only (a warning), not the frontend."""
+    import subprocess
+    import sys
+
+    code = (
+        "import torch, torch.nn as nn\n"
+        "real = torch.library.custom_op\n"
+        "def refuse(name, *a, **k):\n"
+        "    if name.startswith('stax::'): raise RuntimeError('no custom ops here')\n"
+        "    return real(name, *a, **k)\n"
+        "torch.library.custom_op = refuse\n"
+        "from stax.frontend import metrics, packed_conv, packed_linear\n"
+        "assert not packed_conv.available() and not packed_linear.available()\n"
+        "m = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 4 * 4, 2)).eval()\n"
+        "x = torch.randn(1, 3, 6, 6)\n"
+        "with torch.no_grad():\n"
+        "    got, want = torch.compile(m, backend='stax', options={'strict': True})(x), m(x)\n"
+        "torch.testing.assert_close(got, want)\n"
+        "assert metrics.snapshot().extern_ops['convolution.default'] == 1\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "could not register stax::packed_conv2d" in r.stderr

@@ -211,7 +211,7 @@ def _rewrite(graph: torch.fx.Graph, conv, frozen) -> None:
         if (r := _only_user(v)) is not None and r.target is aten.relu.default:
             unary, v = "relu", r
     with graph.inserting_before(v):
-        new = graph.call_function(torch.ops.stax.packed_conv2d.default, (
+        new = graph.call_function(packed_conv.OP, (
             x, w, b, other, list(prog.consts), json.dumps(prog.steps), list(stride), list(padding), list(dilation),
             int(groups), unary))
     new.meta["val"] = _val(v)  # (eager's strides: what a graph output must have; the lowering says NHWC)

@@ -74,7 +74,7 @@ def _post_op(n):
 def _rewrite(graph: torch.fx.Graph, n, x, w, bias, in_by_out: bool) -> None:
     unary, end, view = _post_op(n)
     with graph.inserting_before(n):
-        new = graph.call_function(torch.ops.stax.packed_linear.default, (x, w, bias, unary, in_by_out))
+        new = graph.call_function(packed_linear.OP, (x, w, bias, unary, in_by_out))
     new.meta["val"] = _val(n)
     new.meta["stack_trace"] = n.meta.get("stack_trace")
     if view is None:

@@ -18,10 +18,11 @@ then the chain applied to the convolution's output, as steps over values
 
 import json
 from collections.abc import Callable
+from typing import Optional
 
 import torch
 
-from .packed_weights import PackedKernel
+from .packed_weights import PackedKernel, register
 
 aten = torch.ops.aten
 
@@ -40,12 +41,12 @@ _OPS: dict[str, Callable] = {
 
 
 def available() -> bool:
-    """Whether this torch has oneDNN's fused convolution (every x86-64 CPU build has)."""
-    return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_convolution_pointwise")
+    """Whether this torch has oneDNN's fused convolution (every x86-64 CPU build has) and the op."""
+    return OP is not None and torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn,
+                                                                               "_convolution_pointwise")
 
 
-@torch.library.custom_op(NAME, mutates_args=())
-def packed_conv2d(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, other: torch.Tensor | None,
+def packed_conv2d(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], other: Optional[torch.Tensor],  # noqa: UP045
                   consts: list[torch.Tensor], program: str, stride: list[int], padding: list[int],
                   dilation: list[int], groups: int, unary: str) -> torch.Tensor:
     """Eager form (what a traced call or an uncached run computes): fold, pack, convolve."""
@@ -54,14 +55,16 @@ def packed_conv2d(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
                      groups, unary)
 
 
-@packed_conv2d.register_fake
-def _(x, weight, bias, other, consts, program, stride, padding, dilation, groups, unary):
+def _fake(x, weight, bias, other, consts, program, stride, padding, dilation, groups, unary):
     n, _, h, w = x.shape
     kh, kw = weight.shape[2], weight.shape[3]
     oh = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
     ow = (w + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
     c = weight.shape[0]
     return x.new_empty((n, c, oh, ow)).contiguous(memory_format=torch.channels_last)
+
+
+OP = register(NAME, packed_conv2d, _fake)  # (typing.Optional in the signature: the schema torch 2.11 infers)
 
 
 def _value(arg, consts, values):

@@ -5,9 +5,11 @@ a post-op. Eager and Inductor without freezing hand the plain weight to the GEMM
 follows the tensor it came from (packed_weights.py); linear_fusion.py builds the calls.
 """
 
+from typing import Optional
+
 import torch
 
-from .packed_weights import PackedKernel
+from .packed_weights import PackedKernel, register
 
 NAME = "stax::packed_linear"
 KERNEL = "stax.packed_linear.default"
@@ -15,11 +17,10 @@ UNARY = {"none": "", "relu": "", "gelu": "none", "gelu_tanh": "tanh"}  # post-op
 
 
 def available() -> bool:
-    return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+    return OP is not None and torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
 
 
-@torch.library.custom_op(NAME, mutates_args=())
-def packed_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, unary: str,
+def packed_linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], unary: str,  # noqa: UP045
                   in_by_out: bool) -> torch.Tensor:
     """Eager form: x @ weight.T + bias (x @ weight + bias where `in_by_out`: GPT-2's Conv1D), then
     the post-op (what an uncached run computes)."""
@@ -27,9 +28,12 @@ def packed_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
     return _run(a, _build(a))
 
 
-@packed_linear.register_fake
-def _(x, weight, bias, unary, in_by_out):
+def _fake(x, weight, bias, unary, in_by_out):
     return x.new_empty((x.shape[0], weight.shape[1 if in_by_out else 0]))
+
+
+OP = register(NAME, packed_linear, _fake)  # (typing.Optional in the signature: the schema torch 2.11 infers)
+OPS = () if OP is None else (OP.overloadpacket,)  # (as lowering/extern.EXTERN_OPS lists ops)
 
 
 def _sources(a):

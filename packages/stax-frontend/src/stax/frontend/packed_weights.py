@@ -10,11 +10,28 @@ write is not seen — Config.conv_prepack / linear_prepack off compile without p
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 import torch
 
 from .aten_runtime import _CallPlan, _conform
+
+log = logging.getLogger("stax.frontend")
+
+
+def register(name: str, impl: Callable, fake: Callable):
+    """The OpOverload of custom op `name` ("ns::op", schema from `impl`'s annotations) with its fake
+    implementation; None, logged, where this torch's custom-op API refuses it (then the fusion
+    passes leave the graph as it is: a torch version must never lose the whole frontend to this)."""
+    try:
+        op = torch.library.custom_op(name, mutates_args=())(impl)
+        op.register_fake(fake)
+    except Exception as e:  # noqa: BLE001
+        log.warning("stax: could not register %s (%s: %s); CPU inference runs without it", name, type(e).__name__, e)
+        return None
+    ns, op_name = name.split("::")
+    return getattr(getattr(torch.ops, ns), op_name).default
 
 
 def stamp(tensors) -> tuple:

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import torch
 
-from .. import packed_conv  # noqa: F401  (registers torch.ops.stax.packed_conv2d)
+from .. import packed_conv
 from ..extern_calls import call_aten
 from .registry import BUFFER, table
 
 aten = torch.ops.aten
-PACKED = torch.ops.stax.packed_conv2d.default
+PACKED = packed_conv.OP  # torch.ops.stax.packed_conv2d.default (None: not registered)
 
 
 def channels_last_strides(sizes) -> tuple:
@@ -160,5 +160,5 @@ def packed_conv2d(ctx, node, x, weight, bias, other, consts, *rest):
                      out_strides=channels_last_strides(node.meta["val"].shape), traced_inputs=False)
 
 
-LOWERINGS = table(BUFFER, {aten.convolution.default: convolution, PACKED: packed_conv2d,
+LOWERINGS = table(BUFFER, {aten.convolution.default: convolution, **({PACKED: packed_conv2d} if PACKED else {}),
                            aten.convolution_backward.default: convolution_backward})

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from .. import packed_linear  # noqa: F401  (registers torch.ops.stax.packed_linear)
+from .. import packed_linear
 from ..extern_calls import call_aten
 from .registry import BUFFER, table
 
@@ -28,7 +28,7 @@ EXTERN_OPS = (
     aten._scaled_dot_product_efficient_attention_backward,
     aten._scaled_dot_product_cudnn_attention,
     aten._scaled_dot_product_cudnn_attention_backward,
-    torch.ops.stax.packed_linear,  # CPU inference linear layers on packed weights (linear_fusion.py)
+    *packed_linear.OPS,  # CPU inference linear layers on packed weights (linear_fusion.py)
 )
 
 
