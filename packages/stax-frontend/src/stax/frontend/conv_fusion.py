@@ -51,8 +51,21 @@ def fuse_convolutions(gm: torch.fx.GraphModule, mutated=()) -> int:
     return rewrite_all(gm, lambda n: (n, frozen) if _packable(n, frozen) else None, _rewrite, "convolutions")
 
 
+def symbolic(graph: torch.fx.Graph) -> bool:
+    """Whether any input has a symbolic size (dynamic shapes): the passes leave such graphs alone."""
+    for n in graph.nodes:
+        v = n.meta.get("val") if n.op == "placeholder" else None
+        if isinstance(v, torch.SymInt) or (isinstance(v, torch.Tensor) and any(
+                isinstance(d, torch.SymInt) for d in (*v.shape, *v.stride()))):
+            return True
+    return False
+
+
 def rewrite_all(gm: torch.fx.GraphModule, match, rewrite, what: str) -> int:
-    """rewrite(graph, *parts) for every node where match(node) gives parts; dead nodes removed after."""
+    """rewrite(graph, *parts) for every node where match(node) gives parts; dead nodes removed after.
+    Static shapes only (packing keys on the batch size; not done under dynamic shapes yet)."""
+    if symbolic(gm.graph):
+        return 0
     done = 0
     for n in list(gm.graph.nodes):
         parts = match(n)
