@@ -49,26 +49,35 @@ def _vertical_problem(snodes) -> str | None:
     """Every read of a buffer produced inside the set must be at the producer's write index."""
     producer = {n.buffer: n for n in snodes}
     for c in snodes:
-        for d in sorted(c.read_writes.reads, key=str):  # a deterministic first problem (the log, the hash)
-            p = producer.get(d.name)
-            if p is not None and p is not c:
-                problem = _check_read(c.name, d, p)
-                if problem:
-                    return problem
+        for d, p in _reads_from(c, producer.get, skip=c):
+            problem = _check_read(c.name, d, p)
+            if problem:
+                return problem
     return None
+
+
+def _reads_from(consumer, producer_of, skip=None) -> list:
+    """[(read, its producer)] for the reads of `consumer` that `producer_of` knows, in the order of their
+    text: a deterministic first problem under any hash seed (the log, the hash). Only these few reads
+    are sorted, so the (sympy-printed) text of the others is never needed."""
+    found = []
+    for d in consumer.read_writes.reads:
+        p = producer_of(d.name)
+        if p is not None and p is not skip:
+            found.append((d, p))
+    if len(found) > 1:
+        found.sort(key=lambda dp: str(dp[0]))
+    return found
 
 
 def _cross_reads(producers, consumers) -> tuple[bool, str | None]:
     """(does `consumers` read what `producers` writes?, the first illegal such read)."""
-    related = False
-    for d in sorted(consumers.read_writes.reads, key=str):
-        p = producers.producer(d.name)
-        if p is not None:
-            related = True
-            problem = _check_read(consumers.name, d, p)
-            if problem:
-                return True, problem
-    return related, None
+    found = _reads_from(consumers, producers.producer)
+    for d, p in found:
+        problem = _check_read(consumers.name, d, p)
+        if problem:
+            return True, problem
+    return bool(found), None
 
 
 def dependent_reductions(snodes) -> str | None:

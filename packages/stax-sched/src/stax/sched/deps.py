@@ -58,8 +58,21 @@ class MemoryDep:
         return True
 
     def __str__(self) -> str:
-        ranges = ", ".join(f"{v}: {s}" for v, s in self.index.ranges.items())
-        return f"MemoryDep('{self.name}', {self.index.index}, {{{ranges}}})"
+        return self._text
+
+    @functools.cached_property
+    def _text(self) -> str:
+        """Printed once per dependence, the index once per distinct index: fusion orders a consumer's reads
+        by their text (an order free of the hash seed), and printing sympy each time was most of its time."""
+        return f"MemoryDep('{self.name}', {_index_text(self.index)})"
+
+
+@functools.lru_cache(maxsize=65536)
+def _index_text(index: NormalizedIndex) -> str:
+    """`index, {c0: size, ...}` of a MemoryDep's text. Equal (structurally) indices print the same, and
+    a graph has few distinct ones: thousands of dependences share a few hundred indices."""
+    ranges = ", ".join(f"{v}: {s}" for v, s in index.ranges.items())
+    return f"{index.index}, {{{ranges}}}"
 
 
 def _injective_symbolic(dims) -> bool:
