@@ -12,7 +12,7 @@ bytes, no excessive lifetime extension. Every rejection carries its reason.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from stax.ir import provably_equal
 
@@ -23,8 +23,9 @@ from .nodes import LoopFusion
 SCATTER_REASON = "scatters are not fused (data-dependent stores: a consumer must see every scatter done)"
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(NamedTuple):
+    """can_fuse's answer for one pair (a named tuple: tens of thousands are made per large graph)."""
+
     ok: bool
     reason: str
     loop_fusion: LoopFusion | None = None
@@ -72,6 +73,8 @@ def _reads_from(consumer, producer_of, skip=None) -> list:
 
 def _cross_reads(producers, consumers) -> tuple[bool, str | None]:
     """(does `consumers` read what `producers` writes?, the first illegal such read)."""
+    if consumers.read_writes.read_names.isdisjoint(producers.written_buffers):
+        return False, None  # most candidate pairs: one set test instead of a look-up per read
     found = _reads_from(consumers, producers.producer)
     for d, p in found:
         problem = _check_read(consumers.name, d, p)
@@ -136,9 +139,11 @@ def pair_legality(a, b, policy, config: SchedulerConfig) -> LoopFusion | str:
     """fusion_legality(a.snodes + b.snodes) for two legal groups that `can_fuse` has already
     checked for kind, device and node count: only what crosses between them is checked."""
     union = a.snodes + b.snodes
-    problem = _too_many_buffers(a.read_writes.buffer_names() | b.read_writes.buffer_names(), config)
-    if problem:
-        return problem
+    na, nb = a.read_writes.buffer_names(), b.read_writes.buffer_names()
+    if len(na) + len(nb) > config.max_fusion_buffers:  # else the union cannot be too large either
+        problem = _too_many_buffers(na | nb, config)
+        if problem:
+            return problem
     ab, problem = _cross_reads(a, b)
     if problem:
         return problem
@@ -174,9 +179,16 @@ def compare_scores(s1: tuple, s2: tuple, ratio: int = 16) -> int:
 
 
 def sort_by_score(items, key, ratio: int = 16) -> list:
-    """Highest score first (Algorithm 7.1 line 4)."""
-    cmp = functools.cmp_to_key(lambda x, y: compare_scores(key(y), key(x), ratio))
-    return sorted(items, key=cmp)
+    """Highest score first (Algorithm 7.1 line 4).
+
+    The comparison is not transitive (the sigma-ratio rule), so the result depends on the
+    comparisons timsort makes: this sorts (score, item) pairs by `compare_scores` of their
+    scores — the same comparisons on the same sequence as comparing `key(item)`s, without
+    calling `key` twice per comparison (sorting thousands of candidates per round).
+    """
+    decorated = sorted(((key(x), x) for x in items),
+                       key=functools.cmp_to_key(lambda x, y: compare_scores(y[0], x[0], ratio)))
+    return [x for _, x in decorated]
 
 
 def can_fuse(a, b, policy, config: SchedulerConfig) -> Verdict:

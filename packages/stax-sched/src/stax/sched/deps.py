@@ -125,6 +125,12 @@ class ReadWrites:
         return frozenset({d.name for d in self.reads if not isinstance(d, WeakDep)} | {d.name for d in self.writes})
 
     @functools.cached_property
+    def read_names(self) -> frozenset[str]:
+        """Names of every read, WeakDeps included: one set intersection tells whether a node reads
+        anything another writes (most candidate pairs do not)."""
+        return frozenset(d.name for d in self.reads)
+
+    @functools.cached_property
     def memory_deps(self) -> frozenset:
         """MemoryDeps among reads and writes (what the fusion score compares)."""
         return frozenset(d for d in self.reads | self.writes if isinstance(d, MemoryDep))

@@ -8,6 +8,7 @@ are flat: fusing a fused node with another lists all the original nodes.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from stax.ir import ExternKernel, Reduction, Scan, Scatter, SizeVars
@@ -47,10 +48,17 @@ class SchedulerNode:
         self.min_pos = self.max_pos = pos
         self.loop_fusion = None
         self.write_dep = next(iter(rw.writes))
+        self.written_buffers = frozenset((self.buffer,))  # what `producer` answers for
         self.dependent_reductions = None  # see can_fuse.dependent_reductions
         # the iteration group at the size hints (= `group` when static): orders log text, decides nothing
         self.group_at_hints = _at_hints(self.group, size_vars) if size_vars else self.group
 
+
+    @functools.cached_property
+    def group_text(self) -> tuple[str, str]:
+        """(iteration group at the hints, iteration group) as text, for rejection reasons: printed once
+        per node, not once per rejected candidate pair."""
+        return str(self.group_at_hints), str(self.group)
 
     # No attributes pointing back at self: scheduler nodes must not form reference
     # cycles, or every schedule would stay in memory until a full garbage collection.
@@ -130,6 +138,7 @@ class FusedGroup:
     def __init__(self, snodes, rw: ReadWrites, loop_fusion: LoopFusion, dependent_reductions: str | None = None):
         self.snodes = tuple(sorted(snodes, key=lambda n: n.pos))
         self._producers = {n.buffer: n for n in self.snodes}
+        self.written_buffers = frozenset(self._producers)  # what `producer` answers for
         self.dependent_reductions = dependent_reductions
         self.name = "_".join(n.name for n in self.snodes)
         self.read_writes = rw

@@ -43,7 +43,7 @@ class FusionPolicy(Protocol):
 def _groups(snodes) -> str:
     """The distinct iteration groups, in the order of their values at the size hints (the text of a static
     group): symbolic sizes log the same line as static ones, up to the sizes."""
-    return " vs ".join(g for _, g in sorted({(str(n.group_at_hints), str(n.group)) for n in snodes}))
+    return " vs ".join(g for _, g in sorted({n.group_text for n in snodes}))
 
 
 def outer_loop_depth(snodes: Sequence[SchedulerNode]) -> int:
