@@ -1,0 +1,106 @@
+"""The scheduler's fast paths (issue 24), each replaced by the plain computation it stands for.
+
+`install(monkeypatch)` puts every reference below in place of its fast path; test_fast_paths.py then
+schedules the same graphs both ways and requires the same kernels, fusion log, memory plan and log
+lines. The references are the code as it was before the speed work (stax-sched at 6db3501), so the
+fast paths are checked against the unoptimized scheduler run in the same test, not against recorded
+numbers. A new fast path in stax.sched gets its row in `PATCHES`, or nothing checks its decisions.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from stax.ir import Layout
+from stax.ir.index import as_int
+from stax.sched import can_fuse as can_fuse_mod
+from stax.sched import create_nodes as create_nodes_mod
+from stax.sched import deps, fusion, policy
+
+
+def memory_dep_str(self) -> str:
+    """MemoryDep text printed from sympy every time (fast: once per dependence, once per distinct index)."""
+    ranges = ", ".join(f"{v}: {s}" for v, s in self.index.ranges.items())
+    return f"MemoryDep('{self.name}', {self.index.index}, {{{ranges}}})"
+
+
+def reads_from(consumer, producer_of, skip=None) -> list:
+    """Every read sorted by its text, then filtered (fast: only the reads a producer writes are sorted)."""
+    found = []
+    for d in sorted(consumer.read_writes.reads, key=str):
+        p = producer_of(d.name)
+        if p is not None and p is not skip:
+            found.append((d, p))
+    return found
+
+
+def cross_reads(producers, consumers) -> tuple[bool, str | None]:
+    """A look-up per read of the consumer (fast: one set test first for pairs that share nothing)."""
+    related = False
+    for d in sorted(consumers.read_writes.reads, key=str):
+        p = producers.producer(d.name)
+        if p is not None:
+            related = True
+            problem = can_fuse_mod._check_read(consumers.name, d, p)
+            if problem:
+                return True, problem
+    return related, None
+
+
+def pair_legality(a, b, policy_, config):
+    """The buffer union built for every pair (fast: only when the two together could exceed the limit)."""
+    union = a.snodes + b.snodes
+    problem = can_fuse_mod._too_many_buffers(a.read_writes.buffer_names() | b.read_writes.buffer_names(), config)
+    if problem:
+        return problem
+    ab, problem = cross_reads(a, b)
+    if problem:
+        return problem
+    ba, problem = cross_reads(b, a)
+    if problem:
+        return problem
+    dependent = a.dependent_reductions or b.dependent_reductions
+    if dependent is None and (ab or ba) and (a.is_reduction or b.is_reduction):
+        dependent = can_fuse_mod.dependent_reductions(union)
+    return policy_.loop_fusion(union, dependent)
+
+
+def groups_text(snodes) -> str:
+    """Iteration groups printed per rejection (fast: once per node)."""
+    return " vs ".join(g for _, g in sorted({(str(n.group_at_hints), str(n.group)) for n in snodes}))
+
+
+def sort_by_score(items, key, ratio: int = 16) -> list:
+    """`key` called on both sides of every comparison (fast: scores looked up once per item)."""
+    cmp = functools.cmp_to_key(lambda x, y: can_fuse_mod.compare_scores(key(y), key(x), ratio))
+    return sorted(items, key=cmp)
+
+
+def canonical(table: dict, dep):
+    """Every node keeps its own dependence objects (fast: one object per distinct dependence)."""
+    return dep
+
+
+def storage_size(self) -> int:
+    """Layout.storage_size recomputed from sympy sizes at every call (fast: once per layout)."""
+    if any(as_int(s) == 0 for s in self.sizes):
+        return 0
+    return as_int(self.offset) + sum((as_int(s) - 1) * as_int(st) for s, st in zip(self.sizes, self.strides)) + 1
+
+
+PATCHES = [
+    (deps.MemoryDep, "__str__", memory_dep_str),
+    (can_fuse_mod, "_reads_from", reads_from),
+    (can_fuse_mod, "_cross_reads", cross_reads),
+    (can_fuse_mod, "pair_legality", pair_legality),
+    (policy, "_groups", groups_text),
+    (fusion, "sort_by_score", sort_by_score),
+    (create_nodes_mod, "_canonical", canonical),
+    (Layout, "storage_size", storage_size),
+]
+
+
+def install(monkeypatch) -> None:
+    """Replace every fast path by its reference (raises if a patched name no longer exists)."""
+    for owner, name, ref in PATCHES:
+        monkeypatch.setattr(owner, name, ref)
