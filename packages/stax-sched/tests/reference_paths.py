@@ -16,6 +16,7 @@ from stax.ir.index import as_int
 from stax.sched import can_fuse as can_fuse_mod
 from stax.sched import create_nodes as create_nodes_mod
 from stax.sched import deps, fusion, policy
+from stax.sched.lifetimes import MemoryModel
 
 
 def memory_dep_str(self) -> str:
@@ -88,6 +89,35 @@ def storage_size(self) -> int:
     return as_int(self.offset) + sum((as_int(s) - 1) * as_int(st) for s, st in zip(self.sizes, self.strides)) + 1
 
 
+def lifetimes(self, order) -> dict:
+    """Lifetimes with a list of user steps per buffer (fast: one max over a generator)."""
+    step = {g: k for k, g in enumerate(order)}
+    end = max(len(order) - 1, 0)
+    out = {}
+    for name in self.inputs:
+        users = [step[u] for u in self.users.get(name, ())]
+        out[name] = (0, end if name in self.outputs else max(users, default=0))
+    for g in order:
+        for name in self.writes[g]:
+            k = step[g]
+            users = [step[u] for u in self.users.get(name, ())]
+            out[name] = (k, end if name in self.outputs else max(users, default=k))
+    return out
+
+
+def occupancy(self, order, life=None) -> list:
+    """Occupancy that recomputes the lifetimes and sums step by step (fast: given lifetimes, accumulate)."""
+    occ = [0] * (max(len(order), 1) + 1)
+    for name, (lo, hi) in self.lifetimes(order).items():
+        occ[lo] += self.buffers[name].nbytes
+        occ[hi + 1] -= self.buffers[name].nbytes
+    total, out = 0, []
+    for k in range(len(order)):
+        total += occ[k]
+        out.append(total)
+    return out
+
+
 PATCHES = [
     (deps.MemoryDep, "__str__", memory_dep_str),
     (can_fuse_mod, "_reads_from", reads_from),
@@ -97,6 +127,8 @@ PATCHES = [
     (fusion, "sort_by_score", sort_by_score),
     (create_nodes_mod, "_canonical", canonical),
     (Layout, "storage_size", storage_size),
+    (MemoryModel, "lifetimes", lifetimes),
+    (MemoryModel, "occupancy", occupancy),
 ]
 
 

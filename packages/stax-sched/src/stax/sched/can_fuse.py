@@ -186,8 +186,11 @@ def sort_by_score(items, key, ratio: int = 16) -> list:
     scores — the same comparisons on the same sequence as comparing `key(item)`s, without
     calling `key` twice per comparison (sorting thousands of candidates per round).
     """
-    decorated = sorted(((key(x), x) for x in items),
-                       key=functools.cmp_to_key(lambda x, y: compare_scores(y[0], x[0], ratio)))
+
+    def descending(x: tuple, y: tuple) -> int:
+        return compare_scores(y[0], x[0], ratio)
+
+    decorated = sorted(((key(x), x) for x in items), key=functools.cmp_to_key(descending))
     return [x for _, x in decorated]
 
 

@@ -25,13 +25,15 @@ class MemoryDep:
     name: str
     index: NormalizedIndex
     nbytes: int = field(default=0, compare=False)
+    _hash: int = field(init=False, repr=False, compare=False)
 
-    def __hash__(self) -> int:  # hashed constantly during fusion: compute once
+    def __post_init__(self):
+        # Hashed constantly during fusion: computed once, when made (every dependence is hashed into a
+        # set at once; a cached_property would cost more than the hash, it takes a lock in Python 3.11).
+        object.__setattr__(self, "_hash", hash((self.name, self.index)))
+
+    def __hash__(self) -> int:
         return self._hash
-
-    @functools.cached_property
-    def _hash(self) -> int:
-        return hash((self.name, self.index))
 
     def numel(self) -> int:
         return self.index.numel()
@@ -113,27 +115,31 @@ Dep = MemoryDep | StarDep | WeakDep
 
 @dataclass(frozen=True)
 class ReadWrites:
+    """A node's (or fused group's) dependences, with the sets fusion derives from them.
+
+    `memory_deps`: the MemoryDeps among reads and writes (what the fusion score compares);
+    `read_names`: the names of every read, WeakDeps included (one set test tells whether a node
+    reads anything another writes; most candidate pairs do not). Both, and `buffer_names()`, are
+    computed once when the ReadWrites is made: fusion asks for them at every candidate pair.
+    """
+
     reads: frozenset
     writes: frozenset
+    read_names: frozenset = field(init=False, repr=False, compare=False)
+    memory_deps: frozenset = field(init=False, repr=False, compare=False)
+    _names: frozenset = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        read_names = frozenset(d.name for d in self.reads)
+        object.__setattr__(self, "read_names", read_names)
+        object.__setattr__(self, "_names", frozenset(
+            {d.name for d in self.reads if not isinstance(d, WeakDep)} | {d.name for d in self.writes}))
+        object.__setattr__(self, "memory_deps", frozenset(
+            d for d in self.reads | self.writes if isinstance(d, MemoryDep)))
 
     def buffer_names(self) -> frozenset[str]:
         """Buffers read or written (WeakDeps carry no data)."""
         return self._names
-
-    @functools.cached_property
-    def _names(self) -> frozenset[str]:
-        return frozenset({d.name for d in self.reads if not isinstance(d, WeakDep)} | {d.name for d in self.writes})
-
-    @functools.cached_property
-    def read_names(self) -> frozenset[str]:
-        """Names of every read, WeakDeps included: one set intersection tells whether a node reads
-        anything another writes (most candidate pairs do not)."""
-        return frozenset(d.name for d in self.reads)
-
-    @functools.cached_property
-    def memory_deps(self) -> frozenset:
-        """MemoryDeps among reads and writes (what the fusion score compares)."""
-        return frozenset(d for d in self.reads | self.writes if isinstance(d, MemoryDep))
 
     @staticmethod
     def merge(items) -> ReadWrites:
