@@ -16,6 +16,8 @@ from stax.ir.index import pointwise_vars, reduction_vars
 from stax.ir.normalize import NormalizedIndex, normalize_index
 from stax.ir.sizevars import NO_SIZE_VARS, provably_nonnegative
 
+from .once import once
+
 
 @dataclass(frozen=True)
 class MemoryDep:
@@ -45,7 +47,7 @@ class MemoryDep:
     def is_injective(self) -> bool:
         return self._injective
 
-    @functools.cached_property
+    @once
     def _injective(self) -> bool:
         """True when distinct iterations touch distinct addresses (checked on the affine form)."""
         if not self.index.is_affine:
@@ -62,7 +64,7 @@ class MemoryDep:
     def __str__(self) -> str:
         return self._text
 
-    @functools.cached_property
+    @once
     def _text(self) -> str:
         """Printed once per dependence, the index once per distinct index: fusion orders a consumer's reads
         by their text (an order free of the hash seed), and printing sympy each time was most of its time."""
@@ -115,31 +117,30 @@ Dep = MemoryDep | StarDep | WeakDep
 
 @dataclass(frozen=True)
 class ReadWrites:
-    """A node's (or fused group's) dependences, with the sets fusion derives from them.
-
-    `memory_deps`: the MemoryDeps among reads and writes (what the fusion score compares);
-    `read_names`: the names of every read, WeakDeps included (one set test tells whether a node
-    reads anything another writes; most candidate pairs do not). Both, and `buffer_names()`, are
-    computed once when the ReadWrites is made: fusion asks for them at every candidate pair.
-    """
+    """A node's (or fused group's) dependences, with the sets fusion derives from them (each computed on
+    first use, once: fusion asks for them at every candidate pair)."""
 
     reads: frozenset
     writes: frozenset
-    read_names: frozenset = field(init=False, repr=False, compare=False)
-    memory_deps: frozenset = field(init=False, repr=False, compare=False)
-    _names: frozenset = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self):
-        read_names = frozenset(d.name for d in self.reads)
-        object.__setattr__(self, "read_names", read_names)
-        object.__setattr__(self, "_names", frozenset(
-            {d.name for d in self.reads if not isinstance(d, WeakDep)} | {d.name for d in self.writes}))
-        object.__setattr__(self, "memory_deps", frozenset(
-            d for d in self.reads | self.writes if isinstance(d, MemoryDep)))
 
     def buffer_names(self) -> frozenset[str]:
         """Buffers read or written (WeakDeps carry no data)."""
         return self._names
+
+    @once
+    def _names(self) -> frozenset[str]:
+        return frozenset({d.name for d in self.reads if not isinstance(d, WeakDep)} | {d.name for d in self.writes})
+
+    @once
+    def read_names(self) -> frozenset[str]:
+        """Names of every read, WeakDeps included: one set test tells whether a node reads anything
+        another writes (most candidate pairs do not)."""
+        return frozenset(d.name for d in self.reads)
+
+    @once
+    def memory_deps(self) -> frozenset:
+        """MemoryDeps among reads and writes (what the fusion score compares)."""
+        return frozenset(d for d in self.reads | self.writes if isinstance(d, MemoryDep))
 
     @staticmethod
     def merge(items) -> ReadWrites:

@@ -8,7 +8,6 @@ are flat: fusing a fused node with another lists all the original nodes.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 from stax.ir import ExternKernel, Reduction, Scan, Scatter, SizeVars
@@ -16,6 +15,7 @@ from stax.ir.sizevars import NO_SIZE_VARS
 
 from .deps import MemoryDep, ReadWrites, StarDep, WeakDep
 from .loops import LoopInfo
+from .once import once
 
 SCHEDULER_NODE = "SchedulerNode"
 EXTERN_NODE = "ExternKernelSchedulerNode"
@@ -54,7 +54,7 @@ class SchedulerNode:
         self.group_at_hints = _at_hints(self.group, size_vars) if size_vars else self.group
 
 
-    @functools.cached_property
+    @once
     def group_text(self) -> tuple[str, str]:
         """(iteration group at the hints, iteration group) as text, for rejection reasons: printed once
         per node, not once per rejected candidate pair."""
