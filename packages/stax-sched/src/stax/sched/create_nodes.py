@@ -29,8 +29,9 @@ def _rename(dep, renames: dict):
 
 
 def _canonical(canonical: dict, dep):
-    """The first-seen object equal to `dep` (its byte count is the same: a function of buffer and index)."""
-    return canonical.setdefault(dep, dep)
+    """The first-seen object equal to `dep` with the same byte count (which dependence equality ignores;
+    a renamed read keeps the byte count of the buffer it was read from)."""
+    return canonical.setdefault((dep, getattr(dep, "nbytes", None)), dep)
 
 
 def create_nodes(graph: Graph, mutations: Mapping[str, str] | None = None) -> list[SchedulerNode]:
