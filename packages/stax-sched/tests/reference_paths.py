@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import functools
 
-from stax.ir import Layout
+from stax.ir import Layout, provably_equal
 from stax.ir.index import as_int
 from stax.sched import can_fuse as can_fuse_mod
 from stax.sched import create_nodes as create_nodes_mod
 from stax.sched import deps, fusion, policy
+from stax.sched.deps import MemoryDep, WeakDep
 from stax.sched.lifetimes import MemoryModel
+from stax.sched.nodes import FUSED_NODE, OUTER_LOOP_FUSED_NODE, LoopFusion
+from stax.sched.policy import OUTER_LOOP_FUSION, SAME_VARS_REDUCE
 
 
 def memory_dep_str(self) -> str:
@@ -71,6 +74,45 @@ def groups_text(snodes) -> str:
     return " vs ".join(g for _, g in sorted({(str(n.group_at_hints), str(n.group)) for n in snodes}))
 
 
+def outer_loop_depth(snodes) -> int:
+    first = snodes[0].sizes[0]
+    limit = min(len(n.sizes[0]) for n in snodes)
+    best = 0
+    for k in range(1, limit + 1):
+        if not all(provably_equal(n.sizes[0][k - 1], first[k - 1]) for n in snodes):
+            break
+        if all(k in n.loops.boundaries for n in snodes):
+            best = k
+    return best
+
+
+def cpu_loop_fusion(self, snodes, dependent_reductions):
+    """CpuPolicy computed from the nodes at every call (fast: remembered per tuple of LoopViews)."""
+    sizes = {n.sizes for n in snodes}
+    if len(sizes) == 1 and dependent_reductions is None:
+        return LoopFusion(FUSED_NODE, SAME_VARS_REDUCE, 0, next(iter(sizes)))
+    depth = outer_loop_depth(snodes)
+    if depth == 0:
+        why = f" ({dependent_reductions})" if dependent_reductions and len(sizes) == 1 else ""
+        return f"incompatible iteration spaces: {groups_text(snodes)} (outer loop fusion depth 0){why}"
+    outer = snodes[0].sizes[0][:depth]
+    return LoopFusion(OUTER_LOOP_FUSED_NODE, f"{OUTER_LOOP_FUSION} depth {depth}", depth, (outer, ()))
+
+
+def check_read(c_name, d, p) -> str | None:
+    """The producer's write checked at every read (fast: once per producer)."""
+    if isinstance(d, WeakDep):
+        return None
+    w = p.write_dep
+    if not isinstance(d, MemoryDep):
+        return f"index mismatch: {c_name} reads {d.name} through an unanalyzable access ({d})"
+    if not isinstance(w, MemoryDep) or not w.is_injective() or not provably_equal(w.numel_expr(), p.pointwise_numel()):
+        return f"index mismatch: {p.name} writes {d.name} at a non-injective index ({w})"
+    if d != w:
+        return f"index mismatch: {d.name} written at {w.index}, read by {c_name} at {d.index}"
+    return None
+
+
 def sort_by_score(items, key, ratio: int = 16) -> list:
     """`key` called on both sides of every comparison (fast: scores looked up once per item)."""
     cmp = functools.cmp_to_key(lambda x, y: can_fuse_mod.compare_scores(key(y), key(x), ratio))
@@ -123,7 +165,8 @@ PATCHES = [
     (can_fuse_mod, "_reads_from", reads_from),
     (can_fuse_mod, "_cross_reads", cross_reads),
     (can_fuse_mod, "pair_legality", pair_legality),
-    (policy, "_groups", groups_text),
+    (policy.CpuPolicy, "loop_fusion", cpu_loop_fusion),
+    (can_fuse_mod, "_check_read", check_read),
     (fusion, "sort_by_score", sort_by_score),
     (create_nodes_mod, "_canonical", canonical),
     (Layout, "storage_size", storage_size),

@@ -14,8 +14,6 @@ from __future__ import annotations
 import functools
 from typing import NamedTuple
 
-from stax.ir import provably_equal
-
 from .config import SchedulerConfig
 from .deps import MemoryDep, WeakDep
 from .nodes import LoopFusion
@@ -39,7 +37,7 @@ def _check_read(c_name, d, p) -> str | None:
     w = p.write_dep
     if not isinstance(d, MemoryDep):
         return f"index mismatch: {c_name} reads {d.name} through an unanalyzable access ({d})"
-    if not isinstance(w, MemoryDep) or not w.is_injective() or not provably_equal(w.numel_expr(), p.pointwise_numel()):
+    if not p.writes_injectively:
         return f"index mismatch: {p.name} writes {d.name} at a non-injective index ({w})"
     if d != w:
         return f"index mismatch: {d.name} written at {w.index}, read by {c_name} at {d.index}"

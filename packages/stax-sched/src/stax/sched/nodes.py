@@ -9,8 +9,9 @@ are flat: fusing a fused node with another lists all the original nodes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
-from stax.ir import ExternKernel, Reduction, Scan, Scatter, SizeVars
+from stax.ir import ExternKernel, Reduction, Scan, Scatter, SizeVars, provably_equal
 from stax.ir.sizevars import NO_SIZE_VARS
 
 from .deps import MemoryDep, ReadWrites, StarDep, WeakDep
@@ -60,6 +61,18 @@ class SchedulerNode:
         per node, not once per rejected candidate pair."""
         return str(self.group_at_hints), str(self.group)
 
+    @once
+    def loop_view(self) -> LoopView:
+        """What CpuPolicy reads of the node; nodes with equal views get equal answers (see LoopView)."""
+        return LoopView(self.sizes, self.loops.boundaries if self.loops else frozenset({0}), self.group_text)
+
+    @once
+    def writes_injectively(self) -> bool:
+        """Prop 7.2's producer side: the write is a MemoryDep at an injective index covering the node's
+        pointwise iterations (asked for every consumer read, checked once)."""
+        w = self.write_dep
+        return isinstance(w, MemoryDep) and w.is_injective() and provably_equal(w.numel_expr(), self.pointwise_numel())
+
     # No attributes pointing back at self: scheduler nodes must not form reference
     # cycles, or every schedule would stay in memory until a full garbage collection.
     @property
@@ -105,6 +118,17 @@ class SchedulerNode:
 
     def __repr__(self) -> str:
         return f"{self.name}"
+
+
+class LoopView(NamedTuple):
+    """A node's loops as the CPU policy sees them: `sizes` ((pointwise), (reduction)), the `boundaries`
+    of its merged dimensions (LoopInfo.boundaries) and `group_text` (SchedulerNode.group_text). The policy's
+    answer for a node set is a function of their views, so it is remembered per tuple of views: candidate
+    pairs of a large graph repeat a few shapes thousands of times."""
+
+    sizes: tuple
+    boundaries: frozenset
+    group_text: tuple
 
 
 def _at_hints(sizes, size_vars: SizeVars):
