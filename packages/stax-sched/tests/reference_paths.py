@@ -119,6 +119,25 @@ def sort_by_score(items, key, ratio: int = 16) -> list:
     return sorted(items, key=cmp)
 
 
+def dependent_reductions(snodes) -> str | None:
+    """The walk for every set (fast: not for sets with fewer than two reductions, where it finds nothing)."""
+    producer = {n.buffer: n for n in snodes}
+    feeds: dict = {}
+    for n in sorted(snodes, key=lambda x: x.pos):
+        deps = set()
+        for d in n.read_writes.reads:
+            p = producer.get(d.name)
+            if p is not None and p is not n:
+                deps |= feeds.get(p, set())
+                if p.is_reduction:
+                    deps.add(p)
+        feeds[n] = deps
+        if n.is_reduction and deps:
+            first = min(deps, key=lambda x: x.pos)
+            return f"{n.name} needs the finished reduction {first.name}"
+    return None
+
+
 def canonical(table: dict, dep):
     """Every node keeps its own dependence objects (fast: one object per distinct dependence)."""
     return dep
@@ -167,6 +186,8 @@ PATCHES = [
     (can_fuse_mod, "pair_legality", pair_legality),
     (policy.CpuPolicy, "loop_fusion", cpu_loop_fusion),
     (can_fuse_mod, "_check_read", check_read),
+    (can_fuse_mod, "dependent_reductions", dependent_reductions),
+    (fusion, "dependent_reductions", dependent_reductions),
     (fusion, "sort_by_score", sort_by_score),
     (create_nodes_mod, "_canonical", canonical),
     (Layout, "storage_size", storage_size),

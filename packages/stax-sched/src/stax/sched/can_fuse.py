@@ -83,6 +83,8 @@ def _cross_reads(producers, consumers) -> tuple[bool, str | None]:
 
 def dependent_reductions(snodes) -> str | None:
     """A reduction in the set that (transitively, inside the set) reads another reduction's result."""
+    if sum(1 for n in snodes if n.is_reduction) < 2:
+        return None  # it takes two (most candidate pairs: the walk below finds nothing)
     producer = {n.buffer: n for n in snodes}
     feeds: dict = {}  # node -> reductions inside the set it depends on
     for n in sorted(snodes, key=lambda x: x.pos):
