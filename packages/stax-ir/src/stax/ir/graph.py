@@ -14,6 +14,7 @@ uses i0.. over `ranges`; its `value`, `index` and indirect values use r0.. over
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass, field
 
@@ -74,6 +75,12 @@ class Layout(_Hashed):
 
     def storage_size(self) -> int:
         """Elements of storage the layout touches: offset + max reachable index + 1."""
+        return self._storage_size
+
+    @functools.cached_property
+    def _storage_size(self) -> int:
+        """Computed once per layout: the scheduler asks for it at every access of every buffer (a symbolic
+        layout raises, and keeps raising: nothing is cached then)."""
         if any(as_int(s) == 0 for s in self.sizes):
             return 0
         return as_int(self.offset) + sum((as_int(s) - 1) * as_int(st) for s, st in zip(self.sizes, self.strides)) + 1

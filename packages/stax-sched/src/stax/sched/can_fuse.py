@@ -12,9 +12,7 @@ bytes, no excessive lifetime extension. Every rejection carries its reason.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
-
-from stax.ir import provably_equal
+from typing import NamedTuple
 
 from .config import SchedulerConfig
 from .deps import MemoryDep, WeakDep
@@ -23,8 +21,9 @@ from .nodes import LoopFusion
 SCATTER_REASON = "scatters are not fused (data-dependent stores: a consumer must see every scatter done)"
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(NamedTuple):
+    """can_fuse's answer for one pair (a named tuple: tens of thousands are made per large graph)."""
+
     ok: bool
     reason: str
     loop_fusion: LoopFusion | None = None
@@ -38,7 +37,7 @@ def _check_read(c_name, d, p) -> str | None:
     w = p.write_dep
     if not isinstance(d, MemoryDep):
         return f"index mismatch: {c_name} reads {d.name} through an unanalyzable access ({d})"
-    if not isinstance(w, MemoryDep) or not w.is_injective() or not provably_equal(w.numel_expr(), p.pointwise_numel()):
+    if not p.writes_injectively:
         return f"index mismatch: {p.name} writes {d.name} at a non-injective index ({w})"
     if d != w:
         return f"index mismatch: {d.name} written at {w.index}, read by {c_name} at {d.index}"
@@ -49,30 +48,43 @@ def _vertical_problem(snodes) -> str | None:
     """Every read of a buffer produced inside the set must be at the producer's write index."""
     producer = {n.buffer: n for n in snodes}
     for c in snodes:
-        for d in sorted(c.read_writes.reads, key=str):  # a deterministic first problem (the log, the hash)
-            p = producer.get(d.name)
-            if p is not None and p is not c:
-                problem = _check_read(c.name, d, p)
-                if problem:
-                    return problem
+        for d, p in _reads_from(c, producer.get, skip=c):
+            problem = _check_read(c.name, d, p)
+            if problem:
+                return problem
     return None
+
+
+def _reads_from(consumer, producer_of, skip=None) -> list:
+    """[(read, its producer)] for the reads of `consumer` that `producer_of` knows, in the order of their
+    text: a deterministic first problem under any hash seed (the log, the hash). Only these few reads
+    are sorted, so the (sympy-printed) text of the others is never needed."""
+    found = []
+    for d in consumer.read_writes.reads:
+        p = producer_of(d.name)
+        if p is not None and p is not skip:
+            found.append((d, p))
+    if len(found) > 1:
+        found.sort(key=lambda dp: str(dp[0]))
+    return found
 
 
 def _cross_reads(producers, consumers) -> tuple[bool, str | None]:
     """(does `consumers` read what `producers` writes?, the first illegal such read)."""
-    related = False
-    for d in sorted(consumers.read_writes.reads, key=str):
-        p = producers.producer(d.name)
-        if p is not None:
-            related = True
-            problem = _check_read(consumers.name, d, p)
-            if problem:
-                return True, problem
-    return related, None
+    if consumers.read_writes.read_names.isdisjoint(producers.written_buffers):
+        return False, None  # most candidate pairs: one set test instead of a look-up per read
+    found = _reads_from(consumers, producers.producer)
+    for d, p in found:
+        problem = _check_read(consumers.name, d, p)
+        if problem:
+            return True, problem
+    return bool(found), None
 
 
 def dependent_reductions(snodes) -> str | None:
     """A reduction in the set that (transitively, inside the set) reads another reduction's result."""
+    if sum(1 for n in snodes if n.is_reduction) < 2:
+        return None  # it takes two (most candidate pairs: the walk below finds nothing)
     producer = {n.buffer: n for n in snodes}
     feeds: dict = {}  # node -> reductions inside the set it depends on
     for n in sorted(snodes, key=lambda x: x.pos):
@@ -127,9 +139,11 @@ def pair_legality(a, b, policy, config: SchedulerConfig) -> LoopFusion | str:
     """fusion_legality(a.snodes + b.snodes) for two legal groups that `can_fuse` has already
     checked for kind, device and node count: only what crosses between them is checked."""
     union = a.snodes + b.snodes
-    problem = _too_many_buffers(a.read_writes.buffer_names() | b.read_writes.buffer_names(), config)
-    if problem:
-        return problem
+    na, nb = a.read_writes.buffer_names(), b.read_writes.buffer_names()
+    if len(na) + len(nb) > config.max_fusion_buffers:  # else the union cannot be too large either
+        problem = _too_many_buffers(na | nb, config)
+        if problem:
+            return problem
     ab, problem = _cross_reads(a, b)
     if problem:
         return problem
@@ -165,9 +179,19 @@ def compare_scores(s1: tuple, s2: tuple, ratio: int = 16) -> int:
 
 
 def sort_by_score(items, key, ratio: int = 16) -> list:
-    """Highest score first (Algorithm 7.1 line 4)."""
-    cmp = functools.cmp_to_key(lambda x, y: compare_scores(key(y), key(x), ratio))
-    return sorted(items, key=cmp)
+    """Highest score first (Algorithm 7.1 line 4).
+
+    The comparison is not transitive (the sigma-ratio rule), so the result depends on the
+    comparisons timsort makes: this sorts (score, item) pairs by `compare_scores` of their
+    scores — the same comparisons on the same sequence as comparing `key(item)`s, without
+    calling `key` twice per comparison (sorting thousands of candidates per round).
+    """
+
+    def descending(x: tuple, y: tuple) -> int:
+        return compare_scores(y[0], x[0], ratio)
+
+    decorated = sorted(((key(x), x) for x in items), key=functools.cmp_to_key(descending))
+    return [x for _, x in decorated]
 
 
 def can_fuse(a, b, policy, config: SchedulerConfig) -> Verdict:

@@ -16,6 +16,8 @@ from stax.ir.index import pointwise_vars, reduction_vars
 from stax.ir.normalize import NormalizedIndex, normalize_index
 from stax.ir.sizevars import NO_SIZE_VARS, provably_nonnegative
 
+from .once import once
+
 
 @dataclass(frozen=True)
 class MemoryDep:
@@ -25,13 +27,15 @@ class MemoryDep:
     name: str
     index: NormalizedIndex
     nbytes: int = field(default=0, compare=False)
+    _hash: int = field(init=False, repr=False, compare=False)
 
-    def __hash__(self) -> int:  # hashed constantly during fusion: compute once
+    def __post_init__(self):
+        # Hashed constantly during fusion: computed once, when made (every dependence is hashed into a
+        # set at once; a cached_property would cost more than the hash, it takes a lock in Python 3.11).
+        object.__setattr__(self, "_hash", hash((self.name, self.index)))
+
+    def __hash__(self) -> int:
         return self._hash
-
-    @functools.cached_property
-    def _hash(self) -> int:
-        return hash((self.name, self.index))
 
     def numel(self) -> int:
         return self.index.numel()
@@ -43,7 +47,7 @@ class MemoryDep:
     def is_injective(self) -> bool:
         return self._injective
 
-    @functools.cached_property
+    @once
     def _injective(self) -> bool:
         """True when distinct iterations touch distinct addresses (checked on the affine form)."""
         if not self.index.is_affine:
@@ -58,8 +62,21 @@ class MemoryDep:
         return True
 
     def __str__(self) -> str:
-        ranges = ", ".join(f"{v}: {s}" for v, s in self.index.ranges.items())
-        return f"MemoryDep('{self.name}', {self.index.index}, {{{ranges}}})"
+        return self._text
+
+    @once
+    def _text(self) -> str:
+        """Printed once per dependence, the index once per distinct index: fusion orders a consumer's reads
+        by their text (an order free of the hash seed), and printing sympy each time was most of its time."""
+        return f"MemoryDep('{self.name}', {_index_text(self.index)})"
+
+
+@functools.lru_cache(maxsize=65536)
+def _index_text(index: NormalizedIndex) -> str:
+    """`index, {c0: size, ...}` of a MemoryDep's text. Equal (structurally) indices print the same, and
+    a graph has few distinct ones: thousands of dependences share a few hundred indices."""
+    ranges = ", ".join(f"{v}: {s}" for v, s in index.ranges.items())
+    return f"{index.index}, {{{ranges}}}"
 
 
 def _injective_symbolic(dims) -> bool:
@@ -100,6 +117,9 @@ Dep = MemoryDep | StarDep | WeakDep
 
 @dataclass(frozen=True)
 class ReadWrites:
+    """A node's (or fused group's) dependences, with the sets fusion derives from them (each computed on
+    first use, once: fusion asks for them at every candidate pair)."""
+
     reads: frozenset
     writes: frozenset
 
@@ -107,11 +127,17 @@ class ReadWrites:
         """Buffers read or written (WeakDeps carry no data)."""
         return self._names
 
-    @functools.cached_property
+    @once
     def _names(self) -> frozenset[str]:
         return frozenset({d.name for d in self.reads if not isinstance(d, WeakDep)} | {d.name for d in self.writes})
 
-    @functools.cached_property
+    @once
+    def read_names(self) -> frozenset[str]:
+        """Names of every read, WeakDeps included: one set test tells whether a node reads anything
+        another writes (most candidate pairs do not)."""
+        return frozenset(d.name for d in self.reads)
+
+    @once
     def memory_deps(self) -> frozenset:
         """MemoryDeps among reads and writes (what the fusion score compares)."""
         return frozenset(d for d in self.reads | self.writes if isinstance(d, MemoryDep))

@@ -12,6 +12,7 @@ where those are provably equal (`storage_size` is the expanded, canonical spelli
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 from stax.ir import Graph, InputBuffer
@@ -49,6 +50,7 @@ class MemoryModel:
             self.buffers[b.name] = BufferInfo(
                 b.name, nbytes, lay.device, lay.dtype, storage, isinstance(b, InputBuffer), b.name in outputs,
             )
+        self.nbytes = {name: info.nbytes for name, info in self.buffers.items()}  # looked up per step per order
         self.inputs = [i.name for i in graph.inputs]
         self.outputs = outputs
         self.writes: dict = {}  # group -> buffers it writes, in node order
@@ -68,34 +70,33 @@ class MemoryModel:
                 self.users.setdefault(b, []).append(g)
 
     def size(self, name: str) -> int:
-        return self.buffers[name].nbytes
+        return self.nbytes[name]
 
     def lifetimes(self, order) -> dict[str, tuple[int, int]]:
         """buffer -> (first step live, last step live) for kernels run in `order`."""
         step = {g: k for k, g in enumerate(order)}
         end = max(len(order) - 1, 0)
+        users_of, outputs = self.users, self.outputs
         out = {}
         for name in self.inputs:
-            users = [step[u] for u in self.users.get(name, ())]
-            out[name] = (0, end if name in self.outputs else max(users, default=0))
-        for g in order:
+            users = users_of.get(name)
+            out[name] = (0, end if name in outputs else max(step[u] for u in users) if users else 0)
+        for k, g in enumerate(order):
             for name in self.writes[g]:
-                k = step[g]
-                users = [step[u] for u in self.users.get(name, ())]
-                out[name] = (k, end if name in self.outputs else max(users, default=k))
+                users = users_of.get(name)
+                out[name] = (k, end if name in outputs else max(step[u] for u in users) if users else k)
         return out
 
-    def occupancy(self, order) -> list[int]:
-        """Bytes live during each kernel of `order` (Def 7.5's sum over L(tau))."""
+    def occupancy(self, order, life: dict | None = None) -> list[int]:
+        """Bytes live during each kernel of `order` (Def 7.5's sum over L(tau)); `life` is
+        `lifetimes(order)` when the caller has it already."""
         occ = [0] * (max(len(order), 1) + 1)  # an empty graph still has live inputs
-        for name, (lo, hi) in self.lifetimes(order).items():
-            occ[lo] += self.size(name)
-            occ[hi + 1] -= self.size(name)
-        total, out = 0, []
-        for k in range(len(order)):
-            total += occ[k]
-            out.append(total)
-        return out
+        nbytes = self.nbytes
+        for name, (lo, hi) in (self.lifetimes(order) if life is None else life).items():
+            b = nbytes[name]
+            occ[lo] += b
+            occ[hi + 1] -= b
+        return list(itertools.accumulate(occ[: len(order)]))
 
     def peak(self, order) -> int:
         """M* of Def 7.5 for this order."""

@@ -60,7 +60,7 @@ def _inplace_candidate(g, snode, step, life, model, config, taken) -> str | None
 
 def plan_memory(order, model: MemoryModel, config: SchedulerConfig) -> MemoryPlan:
     life = model.lifetimes(order)
-    occ = np.array(model.occupancy(order), dtype=np.int64)
+    occ = np.array(model.occupancy(order, life), dtype=np.int64)
     taken: set[str] = set()  # buffers whose storage passed to a later buffer (no release event)
     in_place: dict[str, str] = {}  # buffer -> the dying buffer it overwrites
     if config.inplace_reuse:

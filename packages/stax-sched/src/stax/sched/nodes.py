@@ -9,12 +9,14 @@ are flat: fusing a fused node with another lists all the original nodes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
-from stax.ir import ExternKernel, Reduction, Scan, Scatter, SizeVars
+from stax.ir import ExternKernel, Reduction, Scan, Scatter, SizeVars, provably_equal
 from stax.ir.sizevars import NO_SIZE_VARS
 
 from .deps import MemoryDep, ReadWrites, StarDep, WeakDep
 from .loops import LoopInfo
+from .once import once
 
 SCHEDULER_NODE = "SchedulerNode"
 EXTERN_NODE = "ExternKernelSchedulerNode"
@@ -47,10 +49,29 @@ class SchedulerNode:
         self.min_pos = self.max_pos = pos
         self.loop_fusion = None
         self.write_dep = next(iter(rw.writes))
+        self.written_buffers = frozenset((self.buffer,))  # what `producer` answers for
         self.dependent_reductions = None  # see can_fuse.dependent_reductions
         # the iteration group at the size hints (= `group` when static): orders log text, decides nothing
         self.group_at_hints = _at_hints(self.group, size_vars) if size_vars else self.group
 
+
+    @once
+    def group_text(self) -> tuple[str, str]:
+        """(iteration group at the hints, iteration group) as text, for rejection reasons: printed once
+        per node, not once per rejected candidate pair."""
+        return str(self.group_at_hints), str(self.group)
+
+    @once
+    def loop_view(self) -> LoopView:
+        """What CpuPolicy reads of the node; nodes with equal views get equal answers (see LoopView)."""
+        return LoopView(self.sizes, self.loops.boundaries if self.loops else frozenset({0}), self.group_text)
+
+    @once
+    def writes_injectively(self) -> bool:
+        """Prop 7.2's producer side: the write is a MemoryDep at an injective index covering the node's
+        pointwise iterations (asked for every consumer read, checked once)."""
+        w = self.write_dep
+        return isinstance(w, MemoryDep) and w.is_injective() and provably_equal(w.numel_expr(), self.pointwise_numel())
 
     # No attributes pointing back at self: scheduler nodes must not form reference
     # cycles, or every schedule would stay in memory until a full garbage collection.
@@ -99,6 +120,17 @@ class SchedulerNode:
         return f"{self.name}"
 
 
+class LoopView(NamedTuple):
+    """A node's loops as the CPU policy sees them: `sizes` ((pointwise), (reduction)), the `boundaries`
+    of its merged dimensions (LoopInfo.boundaries) and `group_text` (SchedulerNode.group_text). The policy's
+    answer for a node set is a function of their views, so it is remembered per tuple of views: candidate
+    pairs of a large graph repeat a few shapes thousands of times."""
+
+    sizes: tuple
+    boundaries: frozenset
+    group_text: tuple
+
+
 def _at_hints(sizes, size_vars: SizeVars):
     if isinstance(sizes, tuple):
         return tuple(_at_hints(s, size_vars) for s in sizes)
@@ -130,6 +162,7 @@ class FusedGroup:
     def __init__(self, snodes, rw: ReadWrites, loop_fusion: LoopFusion, dependent_reductions: str | None = None):
         self.snodes = tuple(sorted(snodes, key=lambda n: n.pos))
         self._producers = {n.buffer: n for n in self.snodes}
+        self.written_buffers = frozenset(self._producers)  # what `producer` answers for
         self.dependent_reductions = dependent_reductions
         self.name = "_".join(n.name for n in self.snodes)
         self.read_writes = rw

@@ -9,6 +9,7 @@ counts (one kernel over the reduction's (n, r), pointwise nodes split to match).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
@@ -16,7 +17,7 @@ from typing import Protocol, runtime_checkable
 from stax.ir import Load, body_roots, provably_equal, walk
 
 from .config import SchedulerConfig
-from .nodes import FUSED_NODE, OUTER_LOOP_FUSED_NODE, LoopFusion, SchedulerNode
+from .nodes import FUSED_NODE, OUTER_LOOP_FUSED_NODE, LoopFusion, LoopView, SchedulerNode
 
 SAME_VARS_REDUCE = "SAME_VARS_REDUCE"  # identical loops (horizontal reductions, or same-size pointwise)
 OUTER_LOOP_FUSION = "OUTER_LOOP_FUSION"  # CPU: shared outer loops only
@@ -40,23 +41,37 @@ class FusionPolicy(Protocol):
         ...
 
 
-def _groups(snodes) -> str:
+def _groups(views: Sequence[LoopView]) -> str:
     """The distinct iteration groups, in the order of their values at the size hints (the text of a static
     group): symbolic sizes log the same line as static ones, up to the sizes."""
-    return " vs ".join(g for _, g in sorted({(str(n.group_at_hints), str(n.group)) for n in snodes}))
+    return " vs ".join(g for _, g in sorted({v.group_text for v in views}))
 
 
-def outer_loop_depth(snodes: Sequence[SchedulerNode]) -> int:
+def outer_loop_depth(views: Sequence[LoopView]) -> int:
     """Shared outer loops: equal leading pointwise sizes ending at a merged-dimension boundary of every node."""
-    first = snodes[0].sizes[0]
-    limit = min(len(n.sizes[0]) for n in snodes)
+    first = views[0].sizes[0]
+    limit = min(len(v.sizes[0]) for v in views)
     best = 0
     for k in range(1, limit + 1):
-        if not all(provably_equal(n.sizes[0][k - 1], first[k - 1]) for n in snodes):
+        if not all(provably_equal(v.sizes[0][k - 1], first[k - 1]) for v in views):
             break
-        if all(k in n.loops.boundaries for n in snodes):
+        if all(k in v.boundaries for v in views):
             best = k
     return best
+
+
+@functools.lru_cache(maxsize=65536)
+def _cpu_loop_fusion(views: tuple, dependent_reductions: str | None) -> LoopFusion | str:
+    """CpuPolicy.loop_fusion for nodes with these LoopViews (in node order)."""
+    sizes = {v.sizes for v in views}
+    if len(sizes) == 1 and dependent_reductions is None:
+        return LoopFusion(FUSED_NODE, SAME_VARS_REDUCE, 0, next(iter(sizes)))
+    depth = outer_loop_depth(views)
+    if depth == 0:
+        why = f" ({dependent_reductions})" if dependent_reductions and len(sizes) == 1 else ""
+        return f"incompatible iteration spaces: {_groups(views)} (outer loop fusion depth 0){why}"
+    outer = views[0].sizes[0][:depth]
+    return LoopFusion(OUTER_LOOP_FUSED_NODE, f"{OUTER_LOOP_FUSION} depth {depth}", depth, (outer, ()))
 
 
 @dataclass(frozen=True)
@@ -67,15 +82,7 @@ class CpuPolicy:
     name: str = "cpu"
 
     def loop_fusion(self, snodes, dependent_reductions):
-        sizes = {n.sizes for n in snodes}
-        if len(sizes) == 1 and dependent_reductions is None:
-            return LoopFusion(FUSED_NODE, SAME_VARS_REDUCE, 0, next(iter(sizes)))
-        depth = outer_loop_depth(snodes)
-        if depth == 0:
-            why = f" ({dependent_reductions})" if dependent_reductions and len(sizes) == 1 else ""
-            return f"incompatible iteration spaces: {_groups(snodes)} (outer loop fusion depth 0){why}"
-        outer = snodes[0].sizes[0][:depth]
-        return LoopFusion(OUTER_LOOP_FUSED_NODE, f"{OUTER_LOOP_FUSION} depth {depth}", depth, (outer, ()))
+        return _cpu_loop_fusion(tuple(n.loop_view for n in snodes), dependent_reductions)
 
 
 def splittable(sizes: Sequence[int], n: int) -> bool:
