@@ -121,3 +121,28 @@ def test_indirect_index_is_checked_against_the_symbolic_bound(cfg):
     x = np.zeros((3, 4), np.float32)
     with pytest.raises(IndexError, match="out of bounds for dimension with size 3"):
         mod.call([x, np.array([0, 1, 3, 2], np.int64)])
+
+
+def unflatten(n, m, size_vars):
+    """out[i, j] = x[i*m + j] * 2 from a flat x of s0*s1 elements: neither size is an input's dimension."""
+    x = InputBuffer("x", Layout.contiguous((n * m,), F32))
+    v = op("mul", load("x", m * i0 + i1, F32), op("add", load("x", m * i0 + i1, F32), load("x", m * i0 + i1, F32)))
+    out = ComputedBuffer("out", Layout.contiguous((n, m), F32), Pointwise((n, m), v))
+    return Graph((x,), (out,), ("out",), size_vars)
+
+
+def test_sizes_given_by_the_caller(cfg):
+    """A size that is no input's dimension comes from `call(args, sizes=...)` (row order), range-checked;
+    without it the call says which sizes it needs."""
+    mod = compile_schedule(schedule(unflatten(s0, s1, TABLE)), config=cfg)
+    x = np.arange(21, dtype=np.float32)
+    (got,) = mod.call([x], sizes=(3, 7))
+    np.testing.assert_array_equal(got, (x * x * 2).reshape(3, 7))
+    (got,) = mod.call_unchecked([x], sizes=(7, 3))
+    np.testing.assert_array_equal(got, (x * x * 2).reshape(7, 3))
+    with pytest.raises(TypeError, match=r"size s0 is no input's dimension: pass sizes="):
+        mod.call([x])
+    with pytest.raises(InputLayoutError, match=r"size s0 = 1 \(from sizes\) is outside the range"):
+        mod.call([np.zeros(7, np.float32)], sizes=(1, 7))
+    with pytest.raises(InputLayoutError):
+        mod.call([x], sizes=(2, 7))  # 14 elements expected, 21 given
