@@ -47,8 +47,10 @@ from .lowering import conv_layout, lookup
 from .lowering.registry import BUFFER, REDUCTION, VIEW
 from .routing import CPU
 from .strides import meta_strides, same_view
+from .symbolic import Symbols, hint_int
+from .sym_ops import SYM_OPS, sym_op
 from .targets import TARGETS
-from .tensor import BufferView, Builder, Lazy, OpaqueView, TensorValue
+from .tensor import BufferView, Builder, Lazy, OpaqueView, TensorValue, as_size
 from .views import Unsupported
 
 log = logging.getLogger("stax.frontend")
@@ -60,7 +62,9 @@ class OutputSpec:
     `index` (a view of it when `view` is set), as a view of graph output `index`, a
     Python constant, or (donation.py) input `value` when graph output `index` was written into it."""
 
-    kind: str  # 'buffer' | 'input' | 'view_of_output' | 'const' | 'donated' (buffer `index` written into input `value`)
+    # 'buffer' | 'input' | 'view_of_output' | 'const' | 'donated' (buffer `index` written into input `value`)
+    # | 'size' (`value`: a sympy expression in the size symbols, evaluated at each call)
+    kind: str
     index: int = -1
     view: tuple | None = None  # (sizes, strides, offset) in elements
     value: object = None
@@ -82,6 +86,9 @@ class LoweredGraph:
     # placeholders that are opaque values (RNG state for a library call; runtime: a carrier)
     opaque_inputs: frozenset = frozenset()
     const_nodes: list = field(default_factory=list)  # FX get_attr node of each ('const', tensor) extra, in order
+    # per FX placeholder: its value's expressions, for binding the size symbols at call time
+    # (('tensor', sizes, strides) | ('int', expr) | ('other', None)); empty for a static graph
+    placeholder_exprs: list = field(default_factory=list)
 
 
 def _has_opaque(a) -> bool:
@@ -129,6 +136,8 @@ class GraphLowering:
         self.const_nodes: list[str] = []  # the get_attr node of each ('const', tensor), in order
         self.opaque: set[str] = set()  # buffers holding opaque values (tensor.OpaqueView)
         self.current: torch.fx.Node | None = None
+        self.symbols = Symbols()  # ShapeEnv symbols -> stax.ir size symbols (dynamic shapes)
+        self.placeholder_exprs: list = []
 
     # ---- buffers -------------------------------------------------------------
     def new_name(self) -> str:
@@ -260,19 +269,24 @@ class GraphLowering:
         return out
 
     def _placeholder(self, node, example, strides=None):
+        if isinstance(example, torch.SymInt):  # a symbolic int input (a size dynamo or AOTAutograd passes)
+            e = self.symbols.expr(example)
+            self.placeholder_exprs.append(("int", e))
+            return e
         if not isinstance(example, torch.Tensor):
-            raise GraphUnsupported(f"non-tensor graph input {node.name}={example!r} (symbolic shapes?)",
-                                   cause="symbolic shapes")
-        self._check_static(example)
+            raise GraphUnsupported(f"non-tensor graph input {node.name}={example!r}")
         name = self.input_name(node.name)
         if is_opaque_val(example):  # RNG state saved by the forward graph for a library call
+            self.placeholder_exprs.append(("other", None))
             view = opaque_view(self, name)
             self.inputs.append(InputBuffer(name, view.layout))
             return view
         if example.device != self.tensor_device and not (example.device.type == "cpu" and example.dim() == 0):
             raise GraphUnsupported(f"input {node.name} is on {example.device}; the graph runs on {self.tensor_device}")
-        strides = tuple(example.stride()) if strides is None else tuple(strides)
-        lay = Layout(self.device, to_stax(example.dtype), tuple(example.shape), strides)
+        sizes = self.symbols.exprs(example.shape)
+        strides = self.symbols.exprs(example.stride()) if strides is None else tuple(strides)
+        self.placeholder_exprs.append(("tensor", sizes, strides))
+        lay = Layout(self.device, to_stax(example.dtype), sizes, strides)
         self.inputs.append(InputBuffer(name, lay))
         return BufferView(self.builder, name, lay, lay)
 
@@ -338,6 +352,8 @@ class GraphLowering:
     def _call(self, node):
         args = self._map_args(node.args)
         kwargs = self._map_args(node.kwargs)
+        if node.target in SYM_OPS:  # arithmetic on sizes (sym_size, operator.mul, ...): an expression
+            return sym_op(self, node, args, kwargs)
         if node.target is operator.getitem:
             item = args[0][args[1]]
             return item.get() if isinstance(item, ExternItem) else item
@@ -355,16 +371,18 @@ class GraphLowering:
         """Apply the §6.6 rules to a freshly lowered value."""
         if isinstance(value, Lazy):
             users = self.users(node)
-            outs = [u.meta["val"].numel() for kind, u in users
+            # (element counts at the example's sizes: the cost model estimates, it proves nothing)
+            outs = [hint_int(u.meta["val"].numel()) for kind, u in users
                     if kind == "reduction" and isinstance(u.meta.get("val"), torch.Tensor)]
-            numels = [u.meta["val"].numel() if isinstance(u.meta.get("val"), torch.Tensor) else 0 for _, u in users]
+            numels = [hint_int(u.meta["val"].numel()) if isinstance(u.meta.get("val"), torch.Tensor) else 0
+                      for _, u in users]
             reason = materialize.decide(value, [k for k, _ in users], self.cfg, min(outs, default=None), numels)
             if reason is not None:
                 val = node.meta.get("val")
                 strides = conv_layout.preferred_strides(self, node)  # channels-last convolutions' input
                 follow = strides is None and self.cfg.follow_read_order and read_order.may_follow_reads(self, node)
                 if strides is None and not follow and reason == "rule0:output" and isinstance(val, torch.Tensor):
-                    strides = meta_strides(val)
+                    strides = self.symbols.meta_strides(val)
                 return self.realize(value, reason, strides, follow_reads=follow)
         return value
 
@@ -414,10 +432,13 @@ class GraphLowering:
                 continue
             tv = self.env[item]
             val = item.meta.get("val")
+            if isinstance(tv, sympy.Basic) and not tv.is_Integer:  # a symbolic int: its value at each call
+                specs.append(OutputSpec("size", value=tv))
+                continue
             if not isinstance(tv, TensorValue):
                 specs.append(OutputSpec("const", value=tv))
                 continue
-            want = meta_strides(val) if isinstance(val, torch.Tensor) else None
+            want = self.symbols.meta_strides(val) if isinstance(val, torch.Tensor) else None
             if k in self.saved_positions and isinstance(tv, BufferView) and tv.is_whole_buffer() \
                     and tv.buffer not in input_pos \
                     and want is not None and not same_view(tv.sizes, tv.strides, tv.sizes, want):
@@ -445,23 +466,28 @@ class GraphLowering:
         for pos, (name, view) in views:
             specs[pos] = OutputSpec("view_of_output", out_index(name), view)
         self.current = None
-        graph = Graph(tuple(self.inputs), tuple(self.nodes), tuple(graph_outputs))
+        graph = Graph(tuple(self.inputs), tuple(self.nodes), tuple(graph_outputs), self.symbols.size_vars())
         return LoweredGraph(
             graph, [n.name for n in self.gm.graph.nodes if n.op == "placeholder"], self.extra_inputs, specs,
             is_tuple, self.fallback_ops, self.extern_ops, self.materialized,
             output_strides=[self._real_strides(graph, spec) for spec in specs],
             opaque_inputs=frozenset(self.opaque & {i.name for i in self.inputs}), const_nodes=list(self.const_nodes),
+            placeholder_exprs=list(self.placeholder_exprs) if self.symbols else [],
         )
 
     def _real_strides(self, graph: Graph, spec: OutputSpec) -> tuple | None:
-        """The strides output `spec` has at run time (None: not a tensor)."""
-        if spec.kind == "const" or (spec.kind == "buffer" and graph.outputs[spec.index] in self.opaque):
+        """The strides output `spec` has at run time (None: not a tensor, or symbolic: AOTAutograd then
+        keeps the traced strides, and the backward graph re-strides what differs at its call)."""
+        if spec.kind in ("const", "size") or (spec.kind == "buffer" and graph.outputs[spec.index] in self.opaque):
             return None
         if spec.view is not None:
-            return tuple(int(s) for s in spec.view[1])
-        if spec.kind == "input":
-            return tuple(int(s) for s in self.inputs[spec.index].layout.strides)
-        return tuple(int(s) for s in graph.buffer_layout(graph.outputs[spec.index]).strides)
+            strides = spec.view[1]
+        elif spec.kind == "input":
+            strides = self.inputs[spec.index].layout.strides
+        else:
+            strides = graph.buffer_layout(graph.outputs[spec.index]).strides
+        strides = tuple(as_size(s) for s in strides)
+        return strides if all(isinstance(s, int) for s in strides) else None
 
 
 def constant_tensor(gm: torch.fx.GraphModule, node: torch.fx.Node, tensor_device: torch.device) -> torch.Tensor:

@@ -20,6 +20,17 @@ from stax.ir import Constant, IndexValue, Layout, Load, Op, Value
 from stax.ir import dtypes as dt
 from stax.ir.index import strided_index, sympify
 from stax.ir.ops import result_dtype
+from stax.ir.sizevars import canonical_size
+
+
+def as_size(s):
+    """A size, stride or offset as lowering handles it: a Python int when static, else the expanded
+    sympy expression over size symbols (stax.ir.sizevars.canonical_size: one spelling per value)."""
+    if isinstance(s, int):
+        return s
+    if getattr(s, "is_Integer", False):
+        return int(s)
+    return canonical_size(s)
 
 
 class Unsupported(NotImplementedError):
@@ -62,7 +73,8 @@ class Builder:
 
 
 class TensorValue:
-    """Common interface: `sizes` (ints), `dtype` (stax), `device`, `load(idx)`."""
+    """Common interface: `sizes` (ints, or sympy expressions in size symbols: dynamic shapes),
+    `dtype` (stax), `device`, `load(idx)`."""
 
     sizes: tuple
     dtype: dt.DType
@@ -94,15 +106,15 @@ class BufferView(TensorValue):
 
     @property
     def sizes(self) -> tuple:
-        return tuple(int(s) for s in self.layout.sizes)
+        return tuple(as_size(s) for s in self.layout.sizes)
 
     @property
     def strides(self) -> tuple:
-        return tuple(int(s) for s in self.layout.strides)
+        return tuple(as_size(s) for s in self.layout.strides)
 
     @property
     def offset(self) -> int:
-        return int(self.layout.offset)
+        return as_size(self.layout.offset)
 
     @property
     def dtype(self) -> dt.DType:
@@ -149,7 +161,7 @@ class Lazy(TensorValue):
     _memo: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self):
-        self.sizes = tuple(int(s) for s in self.sizes)
+        self.sizes = tuple(as_size(s) for s in self.sizes)
 
     def load(self, idx) -> Value:
         key = tuple(sympify(i) for i in idx)

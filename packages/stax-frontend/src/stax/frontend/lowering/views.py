@@ -50,11 +50,11 @@ def squeeze(ctx, node, x, dims=None):
 
 
 def slice_(ctx, node, x, dim=0, start=None, end=None, step=1):
-    return V.slice_(x, dim, start, end, step)
+    return V.slice_(x, dim, start, end, step, ranges=ctx.symbols.value_ranges())
 
 
 def select(ctx, node, x, dim, index):
-    return V.select(x, dim, index)
+    return V.select(x, dim, index, ranges=ctx.symbols.value_ranges())
 
 
 def alias(ctx, node, x, *args, **kwargs):
