@@ -89,6 +89,15 @@ class LoweredGraph:
     # per FX placeholder: its value's expressions, for binding the size symbols at call time
     # (('tensor', sizes, strides) | ('int', expr) | ('other', None)); empty for a static graph
     placeholder_exprs: list = field(default_factory=list)
+    # per FX placeholder, its graph input (None: a SymInt placeholder, which is no buffer)
+    placeholder_inputs: list = field(default_factory=list)
+
+    def placeholder_input(self, k: int) -> InputBuffer | None:
+        """The graph input of FX placeholder k (the IR's inputs skip SymInt placeholders)."""
+        if not self.placeholder_inputs:
+            return self.graph.inputs[k]
+        name = self.placeholder_inputs[k]
+        return None if name is None else next(i for i in self.graph.inputs if i.name == name)
 
 
 def _has_opaque(a) -> bool:
@@ -138,6 +147,8 @@ class GraphLowering:
         self.current: torch.fx.Node | None = None
         self.symbols = Symbols()  # ShapeEnv symbols -> stax.ir size symbols (dynamic shapes)
         self.placeholder_exprs: list = []
+        self.placeholder_of: dict[str, int] = {}  # graph input name -> its FX placeholder's position
+        self.placeholder_inputs: list = []  # per FX placeholder: its graph input's name, None for a SymInt
 
     # ---- buffers -------------------------------------------------------------
     def new_name(self) -> str:
@@ -272,10 +283,13 @@ class GraphLowering:
         if isinstance(example, torch.SymInt):  # a symbolic int input (a size dynamo or AOTAutograd passes)
             e = self.symbols.expr(example)
             self.placeholder_exprs.append(("int", e))
+            self.placeholder_inputs.append(None)
             return e
         if not isinstance(example, torch.Tensor):
             raise GraphUnsupported(f"non-tensor graph input {node.name}={example!r}")
         name = self.input_name(node.name)
+        self.placeholder_of[name] = len(self.placeholder_inputs)
+        self.placeholder_inputs.append(name)
         if is_opaque_val(example):  # RNG state saved by the forward graph for a library call
             self.placeholder_exprs.append(("other", None))
             view = opaque_view(self, name)
@@ -376,7 +390,8 @@ class GraphLowering:
                     if kind == "reduction" and isinstance(u.meta.get("val"), torch.Tensor)]
             numels = [hint_int(u.meta["val"].numel()) if isinstance(u.meta.get("val"), torch.Tensor) else 0
                       for _, u in users]
-            reason = materialize.decide(value, [k for k, _ in users], self.cfg, min(outs, default=None), numels)
+            reason = materialize.decide(value, [k for k, _ in users], self.cfg, min(outs, default=None), numels,
+                                        self.symbols.hint(value.numel()) if self.symbols else None)
             if reason is not None:
                 val = node.meta.get("val")
                 strides = conv_layout.preferred_strides(self, node)  # channels-last convolutions' input
@@ -416,7 +431,6 @@ class GraphLowering:
         is_tuple = isinstance(result, (list, tuple))
         items = list(result) if is_tuple else [result]
         input_pos = {i.name: k for k, i in enumerate(self.inputs)}
-        n_placeholders = len(self.example_inputs)
         graph_outputs: list[str] = []
         specs: list[OutputSpec] = []
         views: list[tuple[int, tuple]] = []  # (spec position, (buffer name, view)) to resolve later
@@ -448,9 +462,9 @@ class GraphLowering:
                         want if want is not None and same_view(tv.sizes, tv.strides, tv.sizes, want) else tv.strides,
                         tv.offset)
                 pos = input_pos.get(tv.buffer)
-                if pos is not None and pos < n_placeholders:
+                if pos is not None and tv.buffer in self.placeholder_of:
                     whole = tv.is_whole_buffer()
-                    specs.append(OutputSpec("input", pos, None if whole else view))
+                    specs.append(OutputSpec("input", self.placeholder_of[tv.buffer], None if whole else view))
                     continue
                 if tv.is_whole_buffer() and (want is None or same_view(tv.sizes, tv.strides, tv.sizes, want)):
                     specs.append(OutputSpec("buffer", out_index(tv.buffer)))
@@ -473,6 +487,7 @@ class GraphLowering:
             output_strides=[self._real_strides(graph, spec) for spec in specs],
             opaque_inputs=frozenset(self.opaque & {i.name for i in self.inputs}), const_nodes=list(self.const_nodes),
             placeholder_exprs=list(self.placeholder_exprs) if self.symbols else [],
+            placeholder_inputs=list(self.placeholder_inputs) if None in self.placeholder_inputs else [],
         )
 
     def _real_strides(self, graph: Graph, spec: OutputSpec) -> tuple | None:
@@ -483,7 +498,8 @@ class GraphLowering:
         if spec.view is not None:
             strides = spec.view[1]
         elif spec.kind == "input":
-            strides = self.inputs[spec.index].layout.strides
+            name = self.placeholder_inputs[spec.index]
+            strides = next(i for i in self.inputs if i.name == name).layout.strides
         else:
             strides = graph.buffer_layout(graph.outputs[spec.index]).strides
         strides = tuple(as_size(s) for s in strides)
