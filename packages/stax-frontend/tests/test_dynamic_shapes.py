@@ -166,3 +166,93 @@ def test_bert_sequence_lengths(dynamic):
     m = metrics.snapshot()
     assert m.graphs_failed == 0
     assert m.graphs_compiled == (1 if dynamic else 2)
+
+
+def test_aten_fallback_with_symbolic_sizes():
+    """An op Stax does not lower (sort: two outputs) runs as an ATen call whose sizes are bound per call,
+    counted as a fallback as with static shapes; the kernels around it stay Stax's."""
+    def f(x):
+        values, indices = torch.sort(x * 2, dim=-1)
+        return values + 1, indices
+
+    _check_dynamic(f, _one)
+    assert metrics.snapshot().fallback_ops["sort.default"] == 2  # the automatic-dynamic run: static + symbolic
+
+
+def test_views_with_symbolic_products():
+    """Flatten, split into heads and back, a slice to a symbolic end and a select: strides, not copies."""
+    def f(x, y):
+        b, s, _ = x.shape
+        heads = x.view(b, s, 4, 8).transpose(1, 2)  # [b, 4, s, 8]
+        flat = heads.reshape(b * 4, s, 8).sum(-1)
+        return flat, x.flatten(0, 1) @ y, x[:, 1:].mean(1), x[:, 0] * 3
+
+    def args(shape, k):
+        return _inputs((shape[0], shape[1], 32), k), _inputs((32, 5), k + 1)
+
+    _check_dynamic(f, args)
+
+
+def _capture_compiled(monkeypatch):
+    """The CompiledGraph objects the backend returns to AOTAutograd."""
+    from stax.frontend import aot
+
+    got = []
+    original = aot.compile_graph
+
+    def spy(*args, **kwargs):
+        got.append(original(*args, **kwargs))
+        return got[-1]
+
+    monkeypatch.setattr(aot, "compile_graph", spy)
+    return got
+
+
+def test_size_below_stax_assumption_runs_eagerly(monkeypatch):
+    """Stax assumes every size symbol >= 2 (dynamo's ranges start there). A call that breaks it — only
+    possible when something calls the compiled graph around dynamo's guards — runs eagerly, counted."""
+    got = _capture_compiled(monkeypatch)
+    f = torch.compile(lambda x: torch.softmax(x, -1) * 2, backend="stax", dynamic=True)
+    f(_inputs((4, 16), 0))
+    (graph,) = got
+    x = _inputs((1, 16), 1)
+    (out,) = graph([1, 16, x])
+    assert_same(out, torch.softmax(x, -1) * 2)
+    assert metrics.snapshot().calls_outside_assumptions == 1
+    with pytest.raises(ValueError, match="has shape"):  # sizes that disagree with the tensors: a clear error
+        graph([5, 16, _inputs((4, 16), 2)])
+
+
+def test_symbolic_graphs_skip_the_whole_graph_cache(tmp_path):
+    """The whole-graph cache does not key symbols and ranges: a symbolic graph is compiled, never cached."""
+    from stax.frontend import config
+
+    with config.patch(graph_cache=True, graph_cache_dir=str(tmp_path)):
+        _run(lambda x: x.exp().sum(-1), [_one((4, 8), 0), _one((6, 9), 1)], dynamic=True)
+    m = metrics.snapshot()
+    assert m.graph_cache_skipped["symbolic shapes"] == 1
+    assert m.graph_cache_stores == 0 and m.graph_cache_hits == 0
+
+
+def test_unsupported_symbolic_graph_fails_loudly():
+    """A symbolic int that may be <= 0 (an int argument) is no stax.ir size: the graph runs eagerly,
+    counted in graphs_failed, with a StaxEagerWarning (strict mode raises)."""
+    from stax.frontend import StaxEagerWarning, config
+
+    def f(x, n):
+        return x * n
+
+    with config.patch(strict=False), pytest.warns(StaxEagerWarning, match="not a positive size"):
+        compiled = torch.compile(f, backend="stax", dynamic=True)
+        for k, n in enumerate([3, -4]):
+            x = _inputs((5, 6), k)
+            assert_same(compiled(x, n), f(x, n))
+    assert metrics.snapshot().graphs_failed >= 1
+
+
+def test_interpreter_runtime_binds_the_sizes():
+    """config.runtime='interpret': the numpy interpreter runs the graph bound at each call's sizes."""
+    from stax.frontend import config
+
+    with config.patch(runtime="interpret"):
+        _run(lambda x: torch.softmax(x, -1), [_one(s, k) for k, s in enumerate(SIZES)], dynamic=True)

@@ -25,7 +25,8 @@ from stax.ir.interpreter import run_node
 from .aten_runtime import carry, is_opaque_carrier, reinterpret, uncarry
 from .call_spec import CallSpec
 from .dtypes import TO_TORCH, to_stax, to_torch
-from .size_binding import BoundSizes, compile_exprs
+from . import metrics
+from .size_binding import BoundSizes, SizeMismatch, compile_exprs
 from .strides import non_overlapping
 
 log = logging.getLogger("stax.frontend")
@@ -211,8 +212,10 @@ class CompiledGraph:
     _boxed_call = True
 
     def __init__(self, spec: CallSpec, extras: list, module, device=None, respecialize: Callable | None = None,
-                 on_first_call: Callable | None = None):
+                 on_first_call: Callable | None = None, eager: Callable | None = None):
         self.module = module
+        # symbolic shapes: the graph run eagerly, for calls whose sizes break an assumption of the code
+        self._eager = eager
         # strides per input -> a boxed callable compiled for them (for inputs whose compiled
         # layout overlaps itself and whose runtime layout differs): built on first need
         self._respecialize = respecialize
@@ -366,7 +369,14 @@ class CompiledGraph:
         """A symbolic-shape graph's call: bind the sizes from the arguments (checked), conform the inputs
         to the layouts at those sizes, run the module with them, evaluate the output views and sizes."""
         bound = self._sizes
-        sizes = bound.bind(inputs)
+        try:
+            sizes = bound.bind(inputs)
+        except SizeMismatch as e:
+            if self._eager is None:
+                raise
+            log.warning("%s; running this call eagerly", e)
+            metrics.record(calls_outside_assumptions=1)
+            return self._eager(inputs)
         expect = bound.expected(sizes)
         device = self.device
         if not all(e is None or (isinstance(t, torch.Tensor) and t.dtype == e[2] and t.size() == e[0]

@@ -20,6 +20,8 @@ from .errors import GraphUnsupported
 from .strides import is_dense, meta_strides
 from .tensor import as_size
 
+MIN_SIZE = 2  # what Stax assumes of every size symbol (dynamo's default ranges start there: 0 and 1 specialize)
+
 
 def is_symbolic(x) -> bool:
     """A SymInt whose value is not a constant (a traced size, stride or int argument)."""
@@ -61,7 +63,11 @@ class Symbols:
         e = x.node.expr
         if e.is_Integer:
             return int(e)
-        out = self._translate(e, x.node.shape_env)
+        shape_env = x.node.shape_env
+        e = shape_env.replace(e)  # symbols the guards made equal (s1 == s0) spelled as one
+        if e.is_Integer:
+            return int(e)
+        out = self._translate(e, shape_env)
         return int(out) if out.is_Integer else out
 
     def exprs(self, xs) -> tuple:
@@ -99,7 +105,12 @@ class Symbols:
             if lo < 1:  # stax.ir's SizeVar is a positive integer; an int argument that may be <= 0 is not one
                 raise GraphUnsupported(f"symbolic int {s} in [{vr.lower}, {vr.upper}] is not a positive size",
                                        cause="symbolic shapes")
-            self.rows[s.name] = SymbolRange(size_var(s.name), lo, hi, int(hint))
+            if int(hint) < MIN_SIZE:
+                raise GraphUnsupported(f"symbolic size {s} = {hint} in the example: below {MIN_SIZE}",
+                                       cause="symbolic shapes")
+            # Stax's own assumption beyond the guards: a symbolic size is never 1 (broadcasts, squeezes and
+            # unit strides are decided on that); checked at every call (size_binding.py), eager below it
+            self.rows[s.name] = SymbolRange(size_var(s.name), max(lo, MIN_SIZE), hi, int(hint))
         return self.rows[s.name].symbol
 
     def _translate(self, e, shape_env):

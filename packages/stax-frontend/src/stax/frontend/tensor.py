@@ -50,6 +50,8 @@ class Builder:
         return self.intern(Load(buffer, sympify(index), dtype, indirect))
 
     def const(self, value, dtype: dt.DType) -> Value:
+        if isinstance(value, sympy.Basic) and not value.is_number:  # a size (symbolic shapes): its value per call
+            return self.cast(self.index_value(value, dt.int64), dtype)
         if dtype.is_bool:
             value = bool(value)
         elif dtype.is_integer:
