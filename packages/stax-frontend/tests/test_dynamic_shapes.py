@@ -135,7 +135,7 @@ def test_mlp_training_step():
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     for k, batch in enumerate([6, 17, 40]):
         x, y = _inputs((batch, 32), k), _inputs((batch, 8), k + 10)
-        for m, fwd, o in ((ref, ref, opt_ref), (model, compiled, opt)):
+        for fwd, o in ((ref, opt_ref), (compiled, opt)):
             o.zero_grad()
             loss = F.mse_loss(fwd(x), y)
             loss.backward()

@@ -46,9 +46,9 @@ from .extern_calls import ExternItem, is_opaque_val, lower_fallback, opaque_view
 from .lowering import conv_layout, lookup
 from .lowering.registry import BUFFER, REDUCTION, VIEW
 from .routing import CPU
-from .strides import meta_strides, same_view
-from .symbolic import Symbols, hint_int
+from .strides import same_view
 from .sym_ops import SYM_OPS, sym_op
+from .symbolic import Symbols, hint_int
 from .targets import TARGETS
 from .tensor import BufferView, Builder, Lazy, OpaqueView, TensorValue, as_size
 from .views import Unsupported
@@ -423,6 +423,9 @@ class GraphLowering:
             else:
                 raise GraphUnsupported(f"FX node kind {node.op} ({node.target})")
         self.current = None
+        if self.symbols and self.target != CPU:
+            raise GraphUnsupported("symbolic shapes are not supported by stax.gpu yet (CPU graphs are)",
+                                   cause="symbolic shapes on stax.gpu")
         return self._outputs(out_node)
 
     # ---- outputs -------------------------------------------------------------

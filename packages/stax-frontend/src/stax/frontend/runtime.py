@@ -22,10 +22,10 @@ from stax.ir import ComputedBuffer, ExternKernel, Graph
 from stax.ir import dtypes as dt
 from stax.ir.interpreter import run_node
 
+from . import metrics
 from .aten_runtime import carry, is_opaque_carrier, reinterpret, uncarry
 from .call_spec import CallSpec
 from .dtypes import TO_TORCH, to_stax, to_torch
-from . import metrics
 from .size_binding import BoundSizes, SizeMismatch, compile_exprs
 from .strides import non_overlapping
 

@@ -235,7 +235,8 @@ def view_strides(sizes: Sequence, strides: Sequence, new_sizes: Sequence) -> tup
         tensor_numel = tensor_numel * sizes[d]
         if d == 0 or (not provably_equal(sizes[d - 1], 1)
                       and not provably_equal(strides[d - 1], tensor_numel * chunk)):
-            while view_d >= 0 and (not provably_equal(view_numel, tensor_numel) or provably_equal(new_sizes[view_d], 1)):
+            while view_d >= 0 and (not provably_equal(view_numel, tensor_numel)
+                                   or provably_equal(new_sizes[view_d], 1)):
                 new_strides[view_d] = sympy.expand(view_numel * chunk)
                 view_numel = view_numel * new_sizes[view_d]
                 view_d -= 1
