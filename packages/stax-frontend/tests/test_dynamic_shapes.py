@@ -256,3 +256,29 @@ def test_interpreter_runtime_binds_the_sizes():
 
     with config.patch(runtime="interpret"):
         _run(lambda x: torch.softmax(x, -1), [_one(s, k) for k, s in enumerate(SIZES)], dynamic=True)
+
+
+def test_gpt2_sequence_lengths():
+    """A decoder: causal mask built from aranges and a cat over symbolic lengths, position embeddings
+    sliced to the sequence."""
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.GPT2Config(vocab_size=512, n_positions=256, n_embd=64, n_layer=2, n_head=4, resid_pdrop=0.0,
+                                  embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False, attn_implementation="sdpa")
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(cfg).eval()
+    compiled = torch.compile(model, backend="stax", dynamic=True)
+    with torch.no_grad():
+        for k, seq in enumerate([16, 33, 64]):
+            ids = torch.randint(0, cfg.vocab_size, (2, seq), generator=torch.Generator().manual_seed(k))
+            assert_same(compiled(input_ids=ids).logits, model(input_ids=ids).logits, rtol=1e-4, atol=1e-4)
+    m = metrics.snapshot()
+    assert m.graphs_failed == 0 and m.graphs_compiled == 1
+
+
+def test_cnn_symbolic_batch_and_image():
+    """Convolutions (channels-last, extern calls with symbolic sizes), batch norm, pooling."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                              torch.nn.MaxPool2d(2), torch.nn.Conv2d(8, 4, 3), torch.nn.AdaptiveAvgPool2d(1)).eval()
+    with torch.no_grad():
+        _check_dynamic(net, lambda shape, k: (_inputs((shape[0] % 5 + 2, 3, shape[1] % 20 + 8, 12), k),))

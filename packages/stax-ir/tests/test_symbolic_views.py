@@ -3,6 +3,7 @@ with expressions; slices and selects whose bounds the ranges place. Each checked
 answer at a binding."""
 
 import pytest
+import sympy
 from stax.ir import size_var
 from stax.ir import views as IV
 from stax.ir.value_ranges import ValueRange
@@ -19,10 +20,13 @@ s0, s1 = size_var("s0"), size_var("s1")
 ])
 def test_view_strides(sizes, strides, new, want):
     assert IV.view_strides(sizes, strides, new) == want
-    at = {s0: 3, s1: 5}
-    static = IV.view_strides(*[tuple(int(getattr(x, "xreplace", lambda _: x)(at)) for x in t)
-                               for t in (sizes, strides, new)])
-    assert static == (None if want is None else tuple(int(getattr(x, "xreplace", lambda _: x)(at)) for x in want))
+    static = IV.view_strides(*[_at(t) for t in (sizes, strides, new)])
+    assert static == (None if want is None else _at(want))
+
+
+def _at(xs) -> tuple:
+    """The static values at s0 = 3, s1 = 5."""
+    return tuple(int(sympy.sympify(x).xreplace({s0: 3, s1: 5})) for x in xs)
 
 
 def test_infer_sizes_symbolic():

@@ -90,6 +90,12 @@ def provably_nonnegative_(e, ranges) -> bool:
     return provably_nonnegative(e, ranges)
 
 
+def _provably_equal(a, b) -> bool:
+    from .sizevars import provably_equal
+
+    return provably_equal(a, b)
+
+
 def _is_static(*xs) -> bool:
     return all(x is None or sympify(x).is_Integer for x in xs)
 
@@ -443,9 +449,11 @@ def cat(parts: Sequence[tuple[int, Loader]], dim: int, sizes: Sequence, out_vars
         o += n
     if not spans:
         raise ValueError("cat needs at least one part")
-    if o != as_int(sizes[dim]):
+    if _is_static(o, sizes[dim]) and o != as_int(sizes[dim]) or not _is_static(o, sizes[dim]) and not \
+            _provably_equal(o, sizes[dim]):
         raise ValueError(f"cat parts total {o} along dim {dim}, output size is {sizes[dim]}")
-    spans = [s for s in spans if s[1] > 0] or spans[:1]  # all empty: no element, any part will do
+    # (a symbolic part is a positive size: never empty)
+    spans = [s for s in spans if not _is_static(s[1]) or s[1] > 0] or spans[:1]  # all empty: any part will do
     i = out_vars[dim]
     value = None
     for o, n, loader in reversed(spans):
@@ -455,7 +463,8 @@ def cat(parts: Sequence[tuple[int, Loader]], dim: int, sizes: Sequence, out_vars
         if value is None:
             value = v
         else:
-            value = nodes.op("where", nodes.op("lt", nodes.index_value(i), nodes.const(o + n, dt.int64)), v, value)
+            end = nodes.const(o + n, dt.int64) if _is_static(o + n) else nodes.index_value(o + n)
+            value = nodes.op("where", nodes.op("lt", nodes.index_value(i), end), v, value)
     assert value is not None  # spans is not empty
     return value
 

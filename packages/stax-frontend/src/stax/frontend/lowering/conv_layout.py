@@ -19,6 +19,7 @@ from __future__ import annotations
 import torch
 
 from ..extern_calls import call_aten
+from ..tensor import as_size
 from .registry import BUFFER, table
 
 aten = torch.ops.aten
@@ -27,7 +28,7 @@ aten = torch.ops.aten
 def channels_last_strides(sizes) -> tuple:
     """(N, C, H, W) -> the strides of NHWC memory."""
     n, c, h, w = sizes
-    return (h * w * c, 1, w * c, c)
+    return tuple(as_size(s) for s in (h * w * c, 1, w * c, c))
 
 
 def applies(ctx, conv: torch.fx.Node) -> bool:
@@ -84,7 +85,8 @@ def preferred_strides(ctx, node: torch.fx.Node) -> tuple | None:
     if not any(_is_conv_input(ctx, node, u) for u in node.users):  # saved only: keep eager's layout
         return None
     val = node.meta.get("val")
-    return channels_last_strides(val.shape) if isinstance(val, torch.Tensor) and val.dim() == 4 else None
+    return channels_last_strides(ctx.symbols.meta_sizes(val)) if isinstance(val, torch.Tensor) and val.dim() == 4 \
+        else None
 
 
 def _takes_channels_last(ctx, node: torch.fx.Node, user: torch.fx.Node) -> bool:
@@ -128,7 +130,8 @@ def convolution_backward(ctx, node, grad, x, w, *rest, **kwargs):
     grad = ctx.realize(grad, "conv:channels_last", strides=channels_last_strides(grad.sizes))
     x = ctx.realize(x, "conv:channels_last", strides=channels_last_strides(x.sizes))
     w = ctx.realize(w, "conv:channels_last", strides=channels_last_strides(w.sizes))
-    per_item = [channels_last_strides(v.shape) if isinstance(v, torch.Tensor) and v.dim() == 4 else None
+    per_item = [channels_last_strides(ctx.symbols.meta_sizes(v)) if isinstance(v, torch.Tensor) and v.dim() == 4
+                else None
                 for v in node.meta["val"]]
     return call_aten(ctx, node, (grad, x, w, *rest), kwargs, fallback=False, out_strides=per_item,
                      traced_inputs=False)
@@ -142,7 +145,7 @@ def convolution(ctx, node, x, w, *rest, **kwargs):
     x = ctx.realize(x, "conv:channels_last", strides=channels_last_strides(x.sizes))
     w = ctx.realize(w, "conv:channels_last", strides=channels_last_strides(w.sizes))
     return call_aten(ctx, node, (x, w, *rest), kwargs, fallback=False,
-                     out_strides=channels_last_strides(val.shape), traced_inputs=False)
+                     out_strides=channels_last_strides(ctx.symbols.meta_sizes(val)), traced_inputs=False)
 
 
 LOWERINGS = table(BUFFER, {aten.convolution.default: convolution,

@@ -18,7 +18,7 @@ from stax.ir import IndexValue, Layout, Load, Op, Scatter, simplify_index, walk
 from stax.ir import dtypes as dt
 from stax.ir.index import FloorDiv, ModularIndexing, contiguous_strides, pointwise_vars, reduction_vars
 
-from ..tensor import TensorValue, lazy
+from ..tensor import TensorValue, as_size, lazy
 from ..views import Unsupported, broadcast_shapes, expand
 from .common import out_dtype
 from .registry import POINTWISE, REDUCTION, table
@@ -116,7 +116,7 @@ def index_tensor(ctx, node, x, indices):
     sizes = [x.sizes[d] for d in before] + list(bshape) + [x.sizes[d] for d in after]
     nb, nB = len(before), len(bshape)
     want = out_dtype(node)
-    if tuple(node.meta["val"].shape) != tuple(sizes):
+    if ctx.symbols.meta_sizes(node.meta["val"]) != tuple(sizes):
         raise Unsupported("index: unexpected result shape")
 
     def fn(idx):
@@ -200,26 +200,18 @@ def _scatter(ctx, node, x: TensorValue, scatter_sizes, coords_fn, value_fn, mode
     indirect = tuple((t, ctx.simplify_value(v, rranges), bound) for t, v, bound in indirect)
     coords = tuple(simplify_index(sympy.sympify(c), rranges) for c in coords)
     body = Scatter(tuple(x.sizes), init, tuple(scatter_sizes), coords, indirect, value, mode)
-    out = ctx.add_computed(body, Layout(ctx.device, acc, tuple(x.sizes), _out_strides(node, x.sizes)))
+    out = ctx.add_computed(body, Layout(ctx.device, acc, tuple(x.sizes), _out_strides(ctx, node, x.sizes)))
     if acc == x.dtype:
         return out
     return lazy(out.sizes, x.dtype, out.device, lambda idx: b.cast(out.load(idx), x.dtype))
 
 
-def _out_strides(node, sizes) -> tuple:
+def _out_strides(ctx, node, sizes) -> tuple:
     """Eager's result strides (it clones `self`) when dense, else contiguous."""
     val = node.meta.get("val")
-    if isinstance(val, torch.Tensor) and tuple(val.shape) == tuple(sizes):
-        strides = tuple(val.stride())
-        dims = sorted((st, n) for n, st in zip(sizes, strides) if n != 1)
-        expected = 1
-        for st, n in dims:
-            if st != expected:
-                break
-            expected *= n
-        else:
-            return strides
-    return tuple(int(st) for st in contiguous_strides(sizes))
+    if isinstance(val, torch.Tensor) and ctx.symbols.meta_sizes(val) == tuple(sizes):
+        return ctx.symbols.meta_strides(val)
+    return tuple(as_size(st) for st in contiguous_strides(sizes))
 
 
 def _dim_scatter(ctx, node, x, dim, index, value_fn, mode, opmath=False):
