@@ -166,6 +166,10 @@ def test_bert_sequence_lengths(dynamic):
     m = metrics.snapshot()
     assert m.graphs_failed == 0
     assert m.graphs_compiled == (1 if dynamic else 2)
+    if not dynamic:  # the static graph (length 16) and the symbolic one: the same kernels and library calls
+        k_static, k_dynamic = _kernels_per_graph(m)
+        assert k_static == k_dynamic
+        assert m.extern_ops["addmm.default"] == 2 * 13 and m.fallback_calls == 0
 
 
 def test_aten_fallback_with_symbolic_sizes():
