@@ -67,7 +67,7 @@ def run_model(name: str, preset: str, lengths: list[int], batches: list[int], ro
                 out = f(ids)
                 first[a] = time.perf_counter() - t0
                 torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4)  # (BERT/GPT-2 fp32 through matmuls)
-            calls = {a: (lambda f=f: f(ids)) for a, f in wrapped.items()}
+            calls = {a: (lambda f=f, ids=ids: f(ids)) for a, f in wrapped.items()}
             inner = {a: calibrate(c, min_sample_s) for a, c in calls.items()}
             samples = interleaved(calls, rounds, inner)
             med = {a: statistics.median(s) for a, s in samples.items()}
@@ -80,8 +80,9 @@ def run_model(name: str, preset: str, lengths: list[int], batches: list[int], ro
 
 
 def markdown(results: list[dict], args) -> str:
-    lines = [f"# Dynamic shapes on CPU: BERT / GPT-2 over sequence lengths (`benchmarks/cpu/dynamic_seq.py`)", "",
-             f"torch {torch.__version__}, {torch.get_num_threads()} threads, {platform.processor() or platform.machine()}; "
+    cpu = platform.processor() or platform.machine()
+    lines = ["# Dynamic shapes on CPU: BERT / GPT-2 over sequence lengths (`benchmarks/cpu/dynamic_seq.py`)", "",
+             f"torch {torch.__version__}, {torch.get_num_threads()} threads, {cpu}; "
              f"preset `{args.preset}`, {args.rounds} interleaved rounds per size; inference, fp32.", "",
              "Speed is eager's median time over the arm's (> 1: faster than eager). `stax dynamic` runs stax.cpu's",
              "symbolic-size kernels (scalar form); `stax static` compiles each size (vector kernels).", ""]
