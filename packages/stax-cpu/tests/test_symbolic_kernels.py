@@ -13,6 +13,8 @@ from stax.ir import (
     Layout,
     Pointwise,
     Reduction,
+    Scatter,
+    const,
     SizeVars,
     bind_graph,
     interpret,
@@ -146,3 +148,31 @@ def test_sizes_given_by_the_caller(cfg):
         mod.call([np.zeros(7, np.float32)], sizes=(1, 7))
     with pytest.raises(InputLayoutError):
         mod.call([x], sizes=(2, 7))  # 14 elements expected, 21 given
+
+
+def embedding_backward(n, m, size_vars):
+    """out[idx[j], k] += g[j, k]: a scatter over symbolic sizes (the indirect index checked against s0)."""
+    g = InputBuffer("g", Layout.contiguous((m, 4), F32))
+    idx = InputBuffer("idx", Layout.contiguous((m,), I64))
+    t = sympy.Symbol("t0", integer=True, nonnegative=True)
+    r0_, r1_ = reduction_vars(2)
+    body = Scatter((n, 4), const(0.0, F32), (m, 4), (t, r1_), ((t, load("idx", r0_, I64), n),),
+                   load("g", 4 * r0_ + r1_, F32), "add")
+    out = ComputedBuffer("out", Layout.contiguous((n, 4), F32), body)
+    return Graph((g, idx), (out,), ("out",), size_vars)
+
+
+def test_symbolic_scatter_kernel(cfg):
+    """A scatter kernel over symbolic sizes: compiled once, equal to the interpreter at each size, and an
+    index past the symbolic bound raises."""
+    g = embedding_backward(s0, s1, TABLE)
+    mod = compile_schedule(schedule(g), config=cfg)
+    for n, m in SIZES:
+        bound = bind_graph(g, {"s0": n, "s1": m})
+        arrays = _feed(bound, n, seed=n + m)
+        feed = {i.name: to_storage(a, i.layout) for i, a in zip(bound.inputs, arrays)}
+        want = outputs(bound, interpret(g, feed, sizes={"s0": n, "s1": m}))
+        (got,) = mod.call(list(arrays), sizes=(n, m))
+        np.testing.assert_allclose(got, want[0], rtol=1e-5, atol=1e-5)
+    with pytest.raises(IndexError):
+        mod.call([np.zeros((3, 4), np.float32), np.array([0, 1, 5], np.int64)], sizes=(5, 3))

@@ -96,8 +96,8 @@ def _symbolic_kernels(schedule: Schedule, config: CpuConfig, threads: int) -> li
     roots = storage_roots(schedule)
     for k in schedule.kernels:
         if k.kind == SCATTER:
-            raise NotImplementedError(f"{k.name}: scatter kernels with symbolic sizes are not supported yet")
-        if k.kind != EXTERN:
+            out.append(emit_scatter_kernel(k, schedule.graph, threads, config.min_chunk))
+        elif k.kind != EXTERN:
             out.append(emit_kernel(k, schedule.graph, threads, config.min_chunk, vector_bytes=0, escaping=None,
                                    tile=False, stream_bytes=None, huge_bytes=None, roots=roots))
     return out
