@@ -357,6 +357,8 @@ class GraphLowering:
     def _map_args(self, a):
         if isinstance(a, torch.fx.Node):
             return self.env[a]
+        if isinstance(a, torch.SymInt):  # a size the trace left as a literal: its expression
+            return self.symbols.expr(a)
         if isinstance(a, (list, tuple)):
             return type(a)(self._map_args(x) for x in a)
         if isinstance(a, dict):

@@ -30,6 +30,8 @@ def as_size(s):
         return s
     if getattr(s, "is_Integer", False):
         return int(s)
+    if not isinstance(s, sympy.Basic):  # a torch.SymInt here would carry torch's own sympy functions
+        raise TypeError(f"size {s!r} ({type(s).__name__}) is no int or stax.ir size expression")
     return canonical_size(s)
 
 

@@ -139,9 +139,13 @@ def diagonal(tv: TensorValue, offset: int = 0, dim1: int = 0, dim2: int = 1) -> 
     return apply_view(tv, *IV.diagonal_map(tv.sizes, offset, dim1, dim2))
 
 
-def unfold(tv: TensorValue, dim: int, size: int, step: int) -> TensorValue:
+def unfold(tv: TensorValue, dim: int, size: int, step: int, ranges=None) -> TensorValue:
     """Sliding windows along `dim` (a new last dim of length `size`): still a view."""
     dim = dim % max(tv.ndim, 1)
-    if size > (tv.sizes[dim] if tv.ndim else 1) or step <= 0:
+    n = tv.sizes[dim] if tv.ndim else 1
+    if (isinstance(n, int) and size > n) or step <= 0:
         raise Unsupported("unfold: bad window")
-    return apply_view(tv, *IV.unfold_map(tv.sizes, dim, size, step))
+    try:
+        return apply_view(tv, *IV.unfold_map(tv.sizes, dim, size, step, ranges=ranges))
+    except NotImplementedError as e:  # a symbolic size the window may not fit
+        raise Unsupported(str(e)) from None

@@ -278,15 +278,18 @@ def diagonal_map(sizes: Sequence, offset: int, dim1: int, dim2: int) -> tuple[tu
     return tuple(sizes[k] for k in keep) + (length,), m
 
 
-def unfold_map(sizes: Sequence, dim: int, size: int, step: int) -> tuple[tuple, IndexMap]:
+def unfold_map(sizes: Sequence, dim: int, size: int, step: int, ranges=None) -> tuple[tuple, IndexMap]:
     """torch.Tensor.unfold: windows of `size` every `step` along `dim`, as a new last dim (0-d: one window)."""
     ndim = len(sizes)
-    n = as_int(sizes[dim]) if ndim else 1
-    if size > n or step <= 0:
+    n = (as_int(sizes[dim]) if _is_static(sizes[dim]) else sympify(sizes[dim])) if ndim else 1
+    if not isinstance(n, int):  # a symbolic size: the window must provably fit
+        if step <= 0 or not provably_nonnegative_(n - size, ranges):
+            raise NotImplementedError(f"unfold size {size} step {step} may not fit size {n}")
+    elif size > n or step <= 0:
         raise ValueError(f"unfold size {size} step {step} invalid for size {n}")
     out = list(sizes)
     if ndim:
-        out[dim] = (n - size) // step + 1
+        out[dim] = (n - size) // step + 1 if isinstance(n, int) else FloorDiv(n - size, step) + 1
 
     def m(idx):
         old = list(idx[:-1])
@@ -477,9 +480,11 @@ def constant_pad(loader: Loader, sizes: Sequence, pads: Sequence, fill, dtype: d
     """
     if len(pads) != len(sizes):
         raise ValueError(f"need (lo, hi) pads for each of the {len(sizes)} dims, got {len(pads)}")
-    sizes = [as_int(s) for s in sizes]
-    if any(s + lo + hi < 0 for s, (lo, hi) in zip(sizes, pads)):
+    sizes = [as_int(s) if _is_static(s) else sympify(s) for s in sizes]
+    if any(s + lo + hi < 0 for s, (lo, hi) in zip(sizes, pads) if _is_static(s)):
         raise ValueError(f"padding {list(pads)} makes a negative size from {sizes}")
+    if any(not provably_nonnegative_(s + lo + hi, None) for s, (lo, hi) in zip(sizes, pads) if not _is_static(s)):
+        raise NotImplementedError(f"padding {list(pads)} may make a negative size from {sizes}")
     if 0 in sizes:
         return nodes.const(fill, dtype)
     out_vars = pointwise_vars(len(sizes)) if out_vars is None else tuple(out_vars)
@@ -490,8 +495,8 @@ def constant_pad(loader: Loader, sizes: Sequence, pads: Sequence, fill, dtype: d
             continue
         src.append(_clamp(i - lo, n))
         iv = nodes.index_value(i)
-        c = nodes.op("logical_and", nodes.op("ge", iv, nodes.const(lo, dt.int64)),
-                     nodes.op("lt", iv, nodes.const(lo + n, dt.int64)))
+        end = nodes.const(lo + n, dt.int64) if _is_static(n) else nodes.index_value(lo + n)
+        c = nodes.op("logical_and", nodes.op("ge", iv, nodes.const(lo, dt.int64)), nodes.op("lt", iv, end))
         cond = c if cond is None else nodes.op("logical_and", cond, c)
     v = loader(tuple(src))
     return v if cond is None else nodes.op("where", cond, v, nodes.const(fill, dtype))

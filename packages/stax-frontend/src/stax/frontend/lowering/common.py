@@ -13,6 +13,7 @@ from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND as KIND
 from torch._prims_common import elementwise_dtypes
 
 from ..dtypes import to_stax, to_torch
+from ..sym_ops import FloatSize
 from ..tensor import Lazy, TensorValue, lazy
 from ..views import Unsupported, broadcast_shapes, expand
 
@@ -31,6 +32,8 @@ def _promotion_arg(a):
         return a
     if is_size_expr(a):  # a symbolic int (a size): an int operand
         return 1
+    if isinstance(a, FloatSize):  # torch.sym_float of a size: a float operand
+        return 1.0
     raise Unsupported(f"cannot promote operand {a!r}")
 
 
@@ -68,6 +71,8 @@ def operand(ctx, a, idx, dtype: dt.DType):
         return b.cast(a.load(idx), dtype)
     if isinstance(a, (bool, int, float)) or is_size_expr(a):
         return b.const(a, dtype)
+    if isinstance(a, FloatSize):  # its operation on its operands, in the operation's dtype
+        return b.op(a.op, operand(ctx, a.a, idx, dtype), operand(ctx, a.b, idx, dtype))
     raise Unsupported(f"operand {a!r}")
 
 

@@ -16,6 +16,7 @@ import sympy
 import torch
 from stax.ir import IndexValue, Layout, Load, Op, Scatter, simplify_index, walk
 from stax.ir import dtypes as dt
+from stax.ir import views as IV
 from stax.ir.index import FloorDiv, ModularIndexing, contiguous_strides, pointwise_vars, reduction_vars
 
 from ..tensor import TensorValue, as_size, lazy
@@ -148,10 +149,18 @@ def _in_slice(b, i, start, end, step):
 def slice_scatter(ctx, node, base, src, dim=0, start=None, end=None, step=1):
     dim %= base.ndim
     n = base.sizes[dim]
-    start = 0 if start is None else (start + n if start < 0 else start)
-    end = n if end is None else (end + n if end < 0 else end)
-    start, end = max(0, min(n, start)), max(0, min(n, end))
     length = src.sizes[dim]
+    if not all(isinstance(e, int) for e in (n, start or 0, end or 0)):  # symbolic: stax.ir.views places the bounds
+        try:
+            _, m = IV.slice_map(base.sizes, dim, start, end, step, ranges=ctx.symbols.value_ranges())
+        except NotImplementedError as e:
+            raise Unsupported(str(e)) from None
+        start = m((0,) * base.ndim)[dim]
+        end = start + step * (length - 1) + 1
+    else:
+        start = 0 if start is None else (start + n if start < 0 else start)
+        end = n if end is None else (end + n if end < 0 else end)
+        start, end = max(0, min(n, start)), max(0, min(n, end))
     b = ctx.builder
     if length == 0:
         return lazy(base.sizes, base.dtype, base.device, base.load)
@@ -168,7 +177,15 @@ def slice_scatter(ctx, node, base, src, dim=0, start=None, end=None, step=1):
 
 def select_scatter(ctx, node, base, src, dim, index):
     dim %= base.ndim
-    index %= base.sizes[dim]
+    n = base.sizes[dim]
+    if isinstance(n, int):
+        index %= n
+    else:  # a symbolic size: stax.ir.views proves the index in range (negative: from the end)
+        try:
+            _, m = IV.select_map(base.sizes, dim, int(index), ranges=ctx.symbols.value_ranges())
+        except NotImplementedError as e:
+            raise Unsupported(str(e)) from None
+        index = m((0,) * (base.ndim - 1))[dim]
     b = ctx.builder
 
     def fn(idx):

@@ -90,15 +90,15 @@ def as_strided(ctx, node, x, size, stride, storage_offset=None):
     storage is eager's: the source's meta layout (dense, offset 0) maps each storage
     position back to a logical element; the view becomes an index map through it."""
     src = node.args[0].meta.get("val")
-    if src is None or src.storage_offset() != 0:
+    if src is None or ctx.symbols.expr(src.storage_offset()) != 0:
         raise Unsupported("as_strided: source storage layout unknown")
     if isinstance(x, BufferView) and x.buffer in {i.name for i in ctx.inputs}:
         raise Unsupported("as_strided of a graph input (its storage offset is only known at run time)")
-    sizes, strides = tuple(src.shape), tuple(src.stride())
-
-    if not is_dense(sizes, strides):
+    sizes, strides = ctx.symbols.meta_sizes(src), ctx.symbols.exprs(src.stride())
+    hint = ctx.symbols.hint  # (symbolic strides: the order of the dims at the size hints; density is exact)
+    if not is_dense(sizes, strides, key=hint):
         raise Unsupported("as_strided of an overlapping source")
-    order = sorted(range(len(sizes)), key=lambda d: -strides[d])
+    order = sorted(range(len(sizes)), key=lambda d: -hint(strides[d]))
     off = storage_offset or 0
 
     def m(idx):
@@ -113,7 +113,7 @@ def as_strided(ctx, node, x, size, stride, storage_offset=None):
 
 
 def unfold(ctx, node, x, dim, size, step):
-    return V.unfold(x, dim, size, step)
+    return V.unfold(x, dim, size, step, ranges=ctx.symbols.value_ranges())
 
 
 LOWERINGS = table(VIEW, {
