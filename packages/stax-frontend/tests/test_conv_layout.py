@@ -102,8 +102,10 @@ def test_a_value_only_saved_keeps_eager_layout():
                                                    torch.empty(2, 3, 4, 5))
     from stax.frontend.targets import TARGETS
 
+    from stax.frontend.symbolic import Symbols
+
     ctx = SimpleNamespace(saved_nodes={y}, cfg=config.Config(), device="cpu", target_info=TARGETS["cpu"],
-                          kind="inference", env={})
+                          kind="inference", env={}, symbols=Symbols())
     assert conv_layout.preferred_strides(ctx, y) is None
     conv = g.call_function(aten.convolution.default, (y, w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1))
     conv.meta["val"] = torch.empty(2, 6, 4, 5)
