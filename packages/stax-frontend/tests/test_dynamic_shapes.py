@@ -304,3 +304,27 @@ def test_cnn_symbolic_batch_and_image():
                               torch.nn.MaxPool2d(2), torch.nn.Conv2d(8, 4, 3), torch.nn.AdaptiveAvgPool2d(1)).eval()
     with torch.no_grad():
         _check_dynamic(net, lambda shape, k: (_inputs((shape[0] % 5 + 2, 3, shape[1] % 20 + 8, 12), k),))
+
+
+def test_bert_training_sequence_lengths():
+    """Forward and backward graphs over a symbolic sequence length: the forward reports its outputs'
+    real strides to AOTAutograd as SymInts (an expand saved for the backward is stored dense), so the
+    backward is compiled for them; every parameter's gradient as eager's."""
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.BertConfig(vocab_size=512, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                  intermediate_size=128, max_position_embeddings=256, hidden_dropout_prob=0.0,
+                                  attention_probs_dropout_prob=0.0, attn_implementation="sdpa")
+    torch.manual_seed(0)
+    ref = transformers.BertModel(cfg, add_pooling_layer=False).train()  # (the pooler gets no gradient)
+    model = transformers.BertModel(cfg, add_pooling_layer=False).train()
+    model.load_state_dict(ref.state_dict())
+    compiled = torch.compile(model, backend="stax", dynamic=True)
+    for k, seq in enumerate([16, 33, 48]):
+        ids = torch.randint(0, cfg.vocab_size, (2, seq), generator=torch.Generator().manual_seed(k))
+        for m, fwd in ((ref, ref), (model, compiled)):
+            m.zero_grad()
+            fwd(input_ids=ids).last_hidden_state.square().mean().backward()
+        for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+            assert_same(p.grad, q.grad, rtol=1e-4, atol=1e-4, check_stride=False)
+    m = metrics.snapshot()
+    assert m.graphs_failed == 0 and m.graphs_compiled == 2

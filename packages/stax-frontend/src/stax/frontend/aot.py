@@ -30,6 +30,7 @@ from .phases import AotClock, PhaseClock
 from .report import write_report
 from .routing import GPU, route
 from .runtime import CompiledGraph, eager_callable, no_dynamo
+from .symbolic import to_symints
 from .targets import TARGETS
 
 log = logging.getLogger("stax.frontend")
@@ -153,7 +154,11 @@ def report_output_strides(spec) -> None:
     stored dense), not for the traced ones. Outside a forward compile there is no list to fill."""
     tc = torch._guards.TracingContext.try_get()
     if tc is not None and tc.output_strides is not None:
-        tc.output_strides.extend(spec.output_strides)
+        if spec.size_binding is None:
+            tc.output_strides.extend(spec.output_strides)
+            return
+        shape_env = getattr(tc.fake_mode, "shape_env", None)  # symbolic strides: as SymInts of its symbols
+        tc.output_strides.extend(None if st is None else to_symints(st, shape_env) for st in spec.output_strides)
 
 
 def aot_compile(gm: torch.fx.GraphModule, example_inputs, cfg: Config):

@@ -496,8 +496,8 @@ class GraphLowering:
         )
 
     def _real_strides(self, graph: Graph, spec: OutputSpec) -> tuple | None:
-        """The strides output `spec` has at run time (None: not a tensor, or symbolic: AOTAutograd then
-        keeps the traced strides, and the backward graph re-strides what differs at its call)."""
+        """The strides output `spec` has at run time (None: not a tensor); symbolic shapes: expressions
+        (aot.report_output_strides hands them to AOTAutograd as SymInts)."""
         if spec.kind in ("const", "size") or (spec.kind == "buffer" and graph.outputs[spec.index] in self.opaque):
             return None
         if spec.view is not None:
@@ -507,8 +507,7 @@ class GraphLowering:
             strides = next(i for i in self.inputs if i.name == name).layout.strides
         else:
             strides = graph.buffer_layout(graph.outputs[spec.index]).strides
-        strides = tuple(as_size(s) for s in strides)
-        return strides if all(isinstance(s, int) for s in strides) else None
+        return tuple(as_size(s) for s in strides)
 
 
 def constant_tensor(gm: torch.fx.GraphModule, node: torch.fx.Node, tensor_device: torch.device) -> torch.Tensor:

@@ -134,3 +134,23 @@ class Symbols:
         if isinstance(e, (TF.Min, sympy.Min)):
             return sympy.Min(*args)
         raise GraphUnsupported(f"size expression {e} ({type(e).__name__}) has no stax.ir form", cause="symbolic shapes")
+
+
+def to_symints(exprs: tuple, shape_env) -> tuple | None:
+    """Size expressions as SymInts of `shape_env`'s symbols (what AOTAutograd takes for a forward graph's
+    real output strides); None when there is no ShapeEnv or an expression has no SymInt form."""
+    if all(isinstance(e, int) for e in exprs):
+        return tuple(exprs)
+    if shape_env is None:
+        return None
+    from stax.ir.index_printer import to_python
+    from torch.fx.experimental.symbolic_shapes import SymNode
+
+    values = getattr(shape_env, "backed_var_to_val", None) or shape_env.var_to_val
+    env = {str(s): torch.SymInt(SymNode(s, shape_env, int, int(v), fx_node=None)) for s, v in values.items()}
+    env |= {"min": torch.sym_min, "max": torch.sym_max}
+    try:
+        return tuple(e if isinstance(e, int) else eval(to_python(e), {"__builtins__": {}}, env)  # noqa: S307
+                     for e in exprs)
+    except (NameError, TypeError, NotImplementedError):
+        return None
