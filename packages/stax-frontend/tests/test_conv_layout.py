@@ -100,9 +100,8 @@ def test_a_value_only_saved_keeps_eager_layout():
     g.output((y,))
     x.meta["val"], w.meta["val"], y.meta["val"] = (torch.empty(2, 3, 4, 5), torch.empty(6, 3, 1, 1),
                                                    torch.empty(2, 3, 4, 5))
-    from stax.frontend.targets import TARGETS
-
     from stax.frontend.symbolic import Symbols
+    from stax.frontend.targets import TARGETS
 
     ctx = SimpleNamespace(saved_nodes={y}, cfg=config.Config(), device="cpu", target_info=TARGETS["cpu"],
                           kind="inference", env={}, symbols=Symbols())
