@@ -1,11 +1,12 @@
 """Dynamic shapes on CPU (issue 23): the real-model suite's BERT and GPT-2 at many sequence lengths and
 batch sizes, one process, inference.
 
-Arms: eager; stax `dynamic=True` (one compile for all sizes: symbolic-shape kernels, scalar form); stax
-static (`dynamic=False`, a compile per size: vector kernels); Inductor `dynamic=True`. Per arm it counts
-the graphs dynamo hands the backend (one counting wrapper per arm: the same count for every backend) and
-the first-call seconds per size (compiles included), then times every (batch, length) interleaved
-(benchmarks.harness.timing). A batch of 1 is specialized by dynamo (0/1 specialization): a second graph.
+Arms: eager; stax `dynamic=True` (one compile for all sizes: symbolic-size kernels, vector loops with
+tails but no tiles, regions or local arrays); stax static (`dynamic=False`, a compile per size);
+Inductor `dynamic=True`. Per arm it counts the graphs dynamo hands the backend (one counting wrapper
+per arm: the same count for every backend) and the first-call seconds per size (compiles included),
+then times every (batch, length) interleaved (benchmarks.harness.timing). A batch of 1 is specialized
+by dynamo (0/1 specialization): a second graph.
 
     python -m benchmarks.cpu.dynamic_seq                      # small subset: bert, lengths 17 64 128, batch 2
     python -m benchmarks.cpu.dynamic_seq --models bert,gpt2 --lengths 17,33,64,128,256,512 --batches 1,8,32
@@ -85,7 +86,7 @@ def markdown(results: list[dict], args) -> str:
              f"torch {torch.__version__}, {torch.get_num_threads()} threads, {cpu}; "
              f"preset `{args.preset}`, {args.rounds} interleaved rounds per size; inference, fp32.", "",
              "Speed is eager's median time over the arm's (> 1: faster than eager). `stax dynamic` runs stax.cpu's",
-             "symbolic-size kernels (scalar form); `stax static` compiles each size (vector kernels).", ""]
+             "symbolic-size kernels; `stax static` compiles each size.", ""]
     for res in results:
         lines += [f"## {res['model']} ({res['shape'].split(' x ')[0]} at the preset; here the sizes below)", "",
                   "graphs compiled over all sizes: " + ", ".join(f"{a} {n}" for a, n in res["graphs"].items()), "",

@@ -1,5 +1,8 @@
-"""Symbolic sizes as kernel arguments (issue 23.3, first slice): a graph over size symbols is compiled once
+"""Symbolic sizes as kernel arguments (issue 23.3): a graph over size symbols is compiled once
 and its module runs at several sizes, each checked against the numpy interpreter at that binding."""
+
+import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -100,12 +103,17 @@ def test_compiled_once_runs_at_every_size(cfg, build):
 
 def test_example_7_1_keeps_listing_7_1s_shape(cfg):
     """The outer-loop-fused kernel of Example 7.1 with symbolic n, m: one parallel loop over x0 < s0 holding
-    the row sum and the divide over x1 < s1 (scalar form in this slice)."""
-    mod = compile_schedule(schedule(example(s0, s1, TABLE)), config=cfg)
-    src = mod.source
+    the vectorized row sum (a vector accumulator, its ragged end in a scalar tail, vec_reduce_all) and the
+    vectorized divide; with vectorize off, the scalar form."""
+    src = compile_schedule(schedule(example(s0, s1, TABLE)), config=cfg).source
     assert "for (int64_t x0 = 0; x0 < s0; x0 += 1)" in src
-    assert src.count("for (int64_t x1 = 0; x1 < s1; x1 += 1)") == 2
-    assert "in_ptr0[(x1 + x0*s1)]" in src
+    w = re.search(r"for \(int64_t x1 = 0; x1 < s1; x1 \+= (\d+)\)", src)
+    assert w and int(w.group(1)) in (4, 8, 16) and src.count(f"if (x1 + {w.group(1)} <= s1)") == 2
+    assert "vec_reduce_all(stax::vec::op_add{}, tmp_acc0_vec)" in src
+    assert "for (int64_t x1 = x1_tail; x1 < s1; x1 += 1)" in src
+    scalar = compile_schedule(schedule(example(s0, s1, TABLE)), config=dataclasses.replace(cfg, vectorize=False)).source
+    assert scalar.count("for (int64_t x1 = 0; x1 < s1; x1 += 1)") == 2
+    assert "in_ptr0[(x1 + x0*s1)]" in scalar
 
 
 def test_sizes_outside_the_range_are_refused(cfg):
