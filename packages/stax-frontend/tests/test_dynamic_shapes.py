@@ -328,3 +328,15 @@ def test_bert_training_sequence_lengths():
             assert_same(p.grad, q.grad, rtol=1e-4, atol=1e-4, check_stride=False)
     m = metrics.snapshot()
     assert m.graphs_failed == 0 and m.graphs_compiled == 2
+
+
+def test_sizes_the_guards_made_constant():
+    """`view(60, 4)` makes dynamo's guards fix every size: the graph keeps its SymInt arguments (now
+    constants, checked at each call) but has no size symbol, and compiles as a static graph."""
+    x = _inputs((6, 10, 4), 0)
+
+    def f(a):
+        return (a * 2).view(60, 4), (a - 1).view(6, 5, 2, 4).sum(2)
+
+    m = _run(f, [(x,)], dynamic=True)
+    assert m.graphs_compiled == 1

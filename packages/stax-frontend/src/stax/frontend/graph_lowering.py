@@ -87,7 +87,8 @@ class LoweredGraph:
     opaque_inputs: frozenset = frozenset()
     const_nodes: list = field(default_factory=list)  # FX get_attr node of each ('const', tensor) extra, in order
     # per FX placeholder: its value's expressions, for binding the size symbols at call time
-    # (('tensor', sizes, strides) | ('int', expr) | ('other', None)); empty for a static graph
+    # (('tensor', sizes, strides) | ('int', expr) | ('other', None)); empty for a static graph without
+    # SymInt placeholders (a SymInt the guards made constant is still an argument, but no buffer)
     placeholder_exprs: list = field(default_factory=list)
     # per FX placeholder, its graph input (None: a SymInt placeholder, which is no buffer)
     placeholder_inputs: list = field(default_factory=list)
@@ -491,7 +492,7 @@ class GraphLowering:
             is_tuple, self.fallback_ops, self.extern_ops, self.materialized,
             output_strides=[self._real_strides(graph, spec) for spec in specs],
             opaque_inputs=frozenset(self.opaque & {i.name for i in self.inputs}), const_nodes=list(self.const_nodes),
-            placeholder_exprs=list(self.placeholder_exprs) if self.symbols else [],
+            placeholder_exprs=list(self.placeholder_exprs) if self.symbols or None in self.placeholder_inputs else [],
             placeholder_inputs=list(self.placeholder_inputs) if None in self.placeholder_inputs else [],
         )
 

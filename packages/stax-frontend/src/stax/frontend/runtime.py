@@ -386,7 +386,7 @@ class CompiledGraph:
         module_inputs = [t for k, t in enumerate(inputs) if k not in bound.int_positions]
         del inputs
         module_inputs.extend(_seed(self.device) if kind == "seed" else t for kind, t in self.extras)
-        outs = self._call(module_inputs, sizes)
+        outs = self._call(module_inputs, sizes) if sizes else self._call(module_inputs)  # (no symbols: static code)
         result = []
         for k, (kind, index, view, value) in enumerate(self._output_plan):
             if view is not None:

@@ -31,9 +31,10 @@ class SizeBinding:
 
 
 def size_binding(size_vars, placeholder_exprs) -> SizeBinding | None:
-    """The binding of a lowered graph (None: static). Unsupported when a symbol is no SymInt argument
-    and no input's dim: nothing at call time says its value."""
-    if not size_vars:
+    """The binding of a lowered graph (None: static, no SymInt arguments; a graph whose SymInt arguments
+    the guards made constants has a binding without symbols: they are checked, not passed on).
+    Unsupported when a symbol is no SymInt argument and no input's dim: nothing at call time says its value."""
+    if not size_vars and not any(p[0] == "int" for p in placeholder_exprs):
         return None
     sources = []
     for r in size_vars.rows:

@@ -64,14 +64,18 @@ def alias(ctx, node, x, *args, **kwargs):
 def split(ctx, node, x, split_size, dim=0):
     dim %= x.ndim
     n = x.sizes[dim]
-    if isinstance(split_size, int):
+    vals = node.meta.get("val")
+    if not isinstance(n, int) and isinstance(vals, (list, tuple)):  # symbolic: the pieces as traced
+        sizes = [ctx.symbols.expr(v.shape[dim]) for v in vals]
+    elif isinstance(split_size, int):
         step = max(split_size, 1)
         sizes = [min(step, n - s) for s in range(0, n, step)] or [0]
     else:
         sizes = list(split_size)
     out, start = [], 0
+    ranges = ctx.symbols.value_ranges()
     for s in sizes:
-        out.append(V.slice_(x, dim, start, start + s))
+        out.append(V.slice_(x, dim, start, start + s, ranges=ranges))
         start += s
     return tuple(out)
 
