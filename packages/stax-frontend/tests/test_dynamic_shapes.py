@@ -340,3 +340,17 @@ def test_sizes_the_guards_made_constant():
 
     m = _run(f, [(x,)], dynamic=True)
     assert m.graphs_compiled == 1
+
+
+def test_report_of_a_symbolic_graph(tmp_path):
+    """The per-graph report of a symbolic graph: its IR with the size table, byte counts at the hints."""
+    import glob
+
+    from stax.frontend import config, report
+
+    with config.patch(report=True, report_dir=str(tmp_path)):
+        _run(lambda x: torch.cumsum(x, -1) * 2, [_one((8, 16), 0)], dynamic=True)
+    (page,) = [p for p in glob.glob(str(tmp_path / "*.html")) if not p.endswith("index.html")]
+    data = report.load(page)
+    assert data["error"] is None
+    assert "size s" in data["ir_before"] and data["memory"]["peak_bytes"] > 0
