@@ -76,9 +76,14 @@ def no_grad_call(m):
     return f
 
 
+# STAX_TEST_DYNAMIC=1: `run_stax` compiles with dynamic=True (every size symbolic), so the op suites
+# run the symbolic-shape lowering and stax.cpu's symbolic kernels instead of the static ones
+DYNAMIC = os.environ.get("STAX_TEST_DYNAMIC") == "1"
+
+
 def run_stax(fn, *args, **kwargs):
-    """fn compiled with backend='stax' (static shapes) applied to args."""
-    return torch.compile(fn, backend="stax", dynamic=False)(*args, **kwargs)
+    """fn compiled with backend='stax' (static shapes; STAX_TEST_DYNAMIC=1: symbolic) applied to args."""
+    return torch.compile(fn, backend="stax", dynamic=True if DYNAMIC else False)(*args, **kwargs)
 
 
 def check(fn, *args, fallbacks=0, rtol=None, atol=None, check_stride=True):

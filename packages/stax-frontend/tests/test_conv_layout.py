@@ -103,10 +103,11 @@ def test_a_value_only_saved_keeps_eager_layout():
     g.output((y,))
     x.meta["val"], w.meta["val"], y.meta["val"] = (torch.empty(2, 3, 4, 5), torch.empty(6, 3, 1, 1),
                                                    torch.empty(2, 3, 4, 5))
+    from stax.frontend.symbolic import Symbols
     from stax.frontend.targets import TARGETS
 
     ctx = SimpleNamespace(saved_nodes={y}, cfg=config.Config(), device="cpu", target_info=TARGETS["cpu"],
-                          kind="inference", env={})
+                          kind="inference", env={}, symbols=Symbols())
     assert conv_layout.preferred_strides(ctx, y) is None
     conv = g.call_function(aten.convolution.default, (y, w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1))
     conv.meta["val"] = torch.empty(2, 6, 4, 5)

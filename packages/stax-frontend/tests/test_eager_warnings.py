@@ -36,15 +36,16 @@ def test_complex_dtype_warns_once_and_counts_each_graph():
 
 
 def test_symbolic_shapes_warn_once_across_graphs():
-    """Different graphs (other names, other symbols) share the cause: one warning."""
-    f = torch.compile(lambda x: x.sin() + 1, backend="stax", dynamic=True)
-    g = torch.compile(lambda x, y: x * y, backend="stax", dynamic=True)
+    """Different graphs (other names, other symbols) share the cause: one warning. (A symbolic int
+    argument that may be <= 0 is no stax.ir size: those graphs still run eagerly.)"""
+    f = torch.compile(lambda x, n: x.sin() + n, backend="stax", dynamic=True)
+    g = torch.compile(lambda x, y, m: x * y * m, backend="stax", dynamic=True)
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
-        f(torch.randn(5))
-        g(torch.randn(7), torch.randn(7))
+        f(torch.randn(5), 3)
+        g(torch.randn(7), torch.randn(7), 2)
     got = [w for w in seen if issubclass(w.category, StaxEagerWarning)]
-    assert len(got) == 1 and "symbolic shapes" in str(got[0].message)
+    assert len(got) == 1 and "is not a positive size" in str(got[0].message)
     assert metrics.graphs_failed == 2
 
 

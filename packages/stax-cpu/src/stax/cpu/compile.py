@@ -60,7 +60,7 @@ def generate_kernels(schedule: Schedule, config: CpuConfig, isa: isa_mod.Isa, th
     vector_bytes = isa.vector_bytes if config.vectorize else 0
     stream_bytes = config.stream_bytes if isa.vector_bytes else None
     if schedule.graph.size_vars:
-        return _symbolic_kernels(schedule, config, threads)
+        return _symbolic_kernels(schedule, config, threads, vector_bytes)
     planner = RegionPlanner(schedule, merge=True, vector_bytes=vector_bytes, tile=config.tile, threads=threads,
                             localize=config.localize, localize_bytes=config.localize_bytes,
                             escaping_of=lambda k: escaping_buffers(schedule, k))
@@ -87,19 +87,20 @@ def generate_kernels(schedule: Schedule, config: CpuConfig, isa: isa_mod.Isa, th
     return out
 
 
-def _symbolic_kernels(schedule: Schedule, config: CpuConfig, threads: int) -> list[KernelSource]:
-    """Kernels of a symbolic-shape graph: sizes are `int64_t` arguments, loops run to them. This first
-    form is the scalar one, one function per kernel (no vector or tiled forms, regions, kernel-local
-    arrays or split reductions yet: their decisions need the sizes); Algorithm 8.1's depth is taken at
-    the size hints (any depth is correct)."""
+def _symbolic_kernels(schedule: Schedule, config: CpuConfig, threads: int, vector_bytes: int
+                      ) -> list[KernelSource]:
+    """Kernels of a symbolic-shape graph: sizes are `int64_t` arguments, loops run to them. One function
+    per kernel, scalar or vectorized (every vector loop with its scalar tail; no tiles, unrolling,
+    regions, kernel-local arrays or split reductions yet: their decisions need the sizes); Algorithm
+    8.1's depth is taken at the size hints (any depth is correct)."""
     out: list[KernelSource] = []
     roots = storage_roots(schedule)
     for k in schedule.kernels:
         if k.kind == SCATTER:
-            raise NotImplementedError(f"{k.name}: scatter kernels with symbolic sizes are not supported yet")
-        if k.kind != EXTERN:
-            out.append(emit_kernel(k, schedule.graph, threads, config.min_chunk, vector_bytes=0, escaping=None,
-                                   tile=False, stream_bytes=None, huge_bytes=None, roots=roots))
+            out.append(emit_scatter_kernel(k, schedule.graph, threads, config.min_chunk))
+        elif k.kind != EXTERN:
+            out.append(emit_kernel(k, schedule.graph, threads, config.min_chunk, vector_bytes=vector_bytes,
+                                   escaping=None, tile=False, stream_bytes=None, huge_bytes=None, roots=roots))
     return out
 
 

@@ -7,6 +7,8 @@ types and bool add serially, each sum computed in float (or as `or`) and rounded
 store like eager's CPU loop; 'set' runs serially so the last point in row-major order
 wins. Indirect index values and coordinates that are not provably in range go through
 `stax::check_index` (error code 2, an IndexError in the wrapper), like indirect loads.
+Symbolic sizes (dynamic shapes): loops run to the size arguments, every index is checked (no proof
+is attempted over symbolic bounds) and the parallel depth is taken at the size hints.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ def _open(lines: Lines, nl: NodeLoops, depth: int, threads: int, pragma: str = "
         collapse = f" collapse({depth})" if depth > 1 else ""
         lines(f"#pragma omp parallel for{collapse} num_threads({threads}){pragma}")
     for k, n in enumerate(nl.sizes):
-        cm = lines.block(f"for (int64_t x{k} = 0; x{k} < {n}; x{k} += 1)")
+        cm = lines.block(f"for (int64_t x{k} = 0; x{k} < {to_c(n)}; x{k} += 1)")
         cm.__enter__()
         stack.append(cm)
     return stack
@@ -56,14 +58,26 @@ def _atomic_add(body: Scatter) -> bool:
     return body.mode == "add" and not co.is_half(d) and not d.is_bool
 
 
+def _size(s):
+    """A static size as an int; a symbolic one as it is."""
+    s = sympy.sympify(s)
+    return int(s) if s.is_Integer else s
+
+
+def _depth(ctx: KernelContext, nl: NodeLoops, threads: int, min_chunk: int) -> int:
+    """Algorithm 8.1's depth (symbolic sizes: at the graph's size hints; any depth is correct)."""
+    hint = ctx.graph.size_vars.hint
+    return parallel_depth([hint(n) for n in nl.sizes], hint(nl.total()), threads, min_chunk)
+
+
 def _init_pass(ctx: KernelContext, lines: Lines, node, threads: int, min_chunk: int) -> None:
     body: Scatter = node.body
-    sizes = [as_int(s) for s in body.ranges]
+    sizes = [_size(s) for s in body.ranges]
     nl = _loops(node, sizes, pointwise_vars(len(sizes)))
     if nl.total() == 0:
         return
     lines(f"// {node.name}: scatter pass 1, init over {nl.sizes}")
-    stack = _open(lines, nl, parallel_depth(nl.sizes, nl.total(), threads, min_chunk), threads)
+    stack = _open(lines, nl, _depth(ctx, nl, threads, min_chunk), threads)
     v = ScalarBody(ctx, lines, {}).value(nl, body.init)
     lines(f"{ctx.ptr(node.name)}[{to_c(nl.store_index())}] = {co.store_expr(body.dtype, v)};")
     _close(stack)
@@ -72,14 +86,15 @@ def _init_pass(ctx: KernelContext, lines: Lines, node, threads: int, min_chunk: 
 def _scatter_pass(ctx: KernelContext, lines: Lines, node, threads: int, min_chunk: int) -> None:
     body: Scatter = node.body
     d = body.dtype
-    sizes = [as_int(s) for s in body.ranges]
-    ssizes = [as_int(s) for s in body.scatter_ranges]
+    sizes = [_size(s) for s in body.ranges]
+    ssizes = [_size(s) for s in body.scatter_ranges]
+    symbolic = bool(ctx.graph.size_vars)
     rvars = reduction_vars(len(ssizes))
     nl = _loops(node, ssizes, rvars)
     if nl.total() == 0:
         return
     parallel = _atomic_add(body)
-    depth = parallel_depth(nl.sizes, nl.total(), threads, min_chunk) if parallel else 0
+    depth = _depth(ctx, nl, threads, min_chunk) if parallel else 0
     how = "parallel atomic adds" if depth else "serial"
     lines(f"// {node.name}: scatter pass 2 ({body.mode}, {how}) over {nl.sizes}")
     stack = _open(lines, nl, depth, threads)
@@ -89,24 +104,25 @@ def _scatter_pass(ctx: KernelContext, lines: Lines, node, threads: int, min_chun
     for sym, v, bound in body.indirect:
         value = sb.value(nl, v)
         t = ctx.tmp()
-        if bounds_check_needed(v, bound, dict(zip(rvars, ssizes))):
+        if symbolic or bounds_check_needed(v, bound, dict(zip(rvars, ssizes))):
             load_id = len(ctx.index_loads)
             ctx.index_loads.append(f"scatter index {sym} of {node.name}")
-            value = f"stax::check_index(static_cast<int64_t>({value}), {as_int(bound)}, err, {load_id})"
+            value = f"stax::check_index(static_cast<int64_t>({value}), {to_c(bound)}, err, {load_id})"
         lines(f"const int64_t {t} = {value};")
         subs[sym] = c_var(t)
-        ranges[sym] = as_int(bound)
+        if not symbolic:
+            ranges[sym] = as_int(bound)
     coords = []
     for k, (e, n) in enumerate(zip(body.index, sizes)):
-        r = bound_index(e, ranges)
         c = to_c(nl.index(e).xreplace(subs))
-        if r.lo >= 0 and r.hi < n:
+        r = None if symbolic else bound_index(e, ranges)
+        if r is not None and r.lo >= 0 and r.hi < n:
             coords.append(nl.index(e).xreplace(subs))
             continue
         load_id = len(ctx.index_loads)
         ctx.index_loads.append(f"scatter coordinate {k} of {node.name}")
         t = ctx.tmp()
-        lines(f"const int64_t {t} = stax::check_index(static_cast<int64_t>({c}), {n}, err, {load_id});")
+        lines(f"const int64_t {t} = stax::check_index(static_cast<int64_t>({c}), {to_c(n)}, err, {load_id});")
         coords.append(c_var(t))
     value = sb.value(nl, body.value)
     ref = f"{ctx.ptr(node.name)}[{to_c(node.layout.index(coords))}]"
@@ -129,7 +145,7 @@ def emit_scatter_kernel(kernel: Kernel, graph: Graph, threads: int, min_chunk: i
     node = graph.node(name)
     if not isinstance(node.body, Scatter):
         raise TypeError(f"{kernel.name}: scatter kernel over {name}, which is not a Scatter")
-    ctx = KernelContext(kernel.name, graph)
+    ctx = KernelContext(kernel.name, graph, sizes=tuple(r.symbol.name for r in graph.size_vars.rows))
     for root in node.body.roots():
         for ld in (n for n in walk(root) if isinstance(n, Load)):
             ctx.in_ptrs.setdefault(ld.buffer, f"in_ptr{len(ctx.in_ptrs)}")
@@ -138,5 +154,6 @@ def emit_scatter_kernel(kernel: Kernel, graph: Graph, threads: int, min_chunk: i
     _init_pass(ctx, lines, node, threads, min_chunk)
     _scatter_pass(ctx, lines, node, threads, min_chunk)
     code = f"{signature(ctx)}\n{{\n{lines.text()}\n    return (int)err[0];\n}}\n"
-    return KernelSource(kernel.name, code, tuple(ctx.in_ptrs) + (name,), tuple(ctx.index_loads))
+    return KernelSource(kernel.name, code, tuple(ctx.in_ptrs) + (name,), tuple(ctx.index_loads),
+                        size_params=ctx.sizes)
 

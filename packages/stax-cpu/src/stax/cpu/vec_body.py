@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 from stax.ir import Constant, IndexValue, Load, Op, walk
 from stax.ir import dtypes as dt
-from stax.ir.index import as_int
 from stax.ir.index_printer import to_c
 
 from . import cpp_ops as co
@@ -96,13 +95,30 @@ def access_score(group: list[NodeLoops], dim: int) -> int:
     return score
 
 
+def _static(n) -> bool:
+    return isinstance(n, int) or bool(getattr(n, "is_Integer", False))
+
+
+def _below(n, lanes: int) -> bool:
+    """A loop of `n` shorter than one vector (a symbolic size: not known to be, vectorize with a tail)."""
+    return _static(n) and int(n) < lanes
+
+
+def _ragged(n, lanes: int) -> bool:
+    """Whether the loop may end in a partial vector (a symbolic size may: always a tail)."""
+    return not _static(n) or int(n) % lanes != 0
+
+
 def plan_vector(group: list[NodeLoops], start: int, vector_bytes: int, tile: bool = True) -> VecPlan | None:
     """The vector form for a group of nodes sharing loops from `start`, or None (scalar form).
 
     Pointwise groups may vectorize any loop (the one with the most contiguous bytes) and
-    tile it with a loop along which the remaining strided accesses are contiguous."""
+    tile it with a loop along which the remaining strided accesses are contiguous. Symbolic sizes
+    (dynamic shapes): no tiles, every vector loop has its tail, no unrolling."""
     head = group[0]
     n = len(head.sizes)
+    if not all(_static(s) for s in head.sizes):
+        tile = False
     if vector_bytes == 0 or n == 0 or n - 1 < start:
         return None
     if not all(_body_ok(nl) for nl in group):
@@ -126,17 +142,17 @@ def plan_vector(group: list[NodeLoops], start: int, vector_bytes: int, tile: boo
     if head.nred and head.npoint and head.npoint - 1 >= start:
         cands.append(head.npoint - 1)
     dim = max(cands, key=lambda k: (access_score(group, k), k))
-    if head.sizes[dim] < lanes:
+    if _below(head.sizes[dim], lanes):
         return None
     vertical = dim != n - 1
     unroll = 1
-    if reds and not vertical and head.sizes[dim] > UNROLL_MIN_BLOCKS * lanes:
+    if reds and not vertical and _static(head.sizes[dim]) and head.sizes[dim] > UNROLL_MIN_BLOCKS * lanes:
         nodes = sum(1 for nl in group for _ in walk(nl.node.body.value))
         unroll = UNROLL if nodes <= BIG_BODY else UNROLL_BIG_BODY
         chains = len({nl.node.body.value if nl.accumulate.startswith("welford") else nl.node.name for nl in reds})
         while unroll > 1 and chains * unroll > UNROLL:  # several reductions are independent chains already
             unroll //= 2
-    return VecPlan(dim, lanes, vertical, head.sizes[dim] % lanes != 0, unroll=unroll)
+    return VecPlan(dim, lanes, vertical, _ragged(head.sizes[dim], lanes), unroll=unroll)
 
 
 # scans with an in-vector prefix (stax::vec::scan_<op>): the index scans and logcumsumexp stay scalar
@@ -151,9 +167,9 @@ def _scan_plan(group: list[NodeLoops], start: int, lanes: int) -> VecPlan | None
     if any(not nl.is_scan or nl.accumulate not in VEC_SCANS or nl.node.body.value.dtype.is_bool for nl in group):
         return None
     dim = n - 1  # the scan axis runs last
-    if dim < start or head.sizes[dim] < lanes or access_score(group, dim) <= 0:
+    if dim < start or _below(head.sizes[dim], lanes) or access_score(group, dim) <= 0:
         return None
-    return VecPlan(dim, lanes, False, head.sizes[dim] % lanes != 0, scan=True)
+    return VecPlan(dim, lanes, False, _ragged(head.sizes[dim], lanes), scan=True)
 
 
 def vector_reduction(nl: NodeLoops) -> bool:
@@ -318,7 +334,7 @@ class VecBody:
                 vn, vv = names[id(v)]
                 s = self.ctx.tmp()
                 self.lines(f"const int64_t {s} = stax::check_index(static_cast<int64_t>({vn}{'[l]' if vv else ''}), "
-                           f"{as_int(bound)}, err, {load_id});")
+                           f"{to_c(bound)}, err, {load_id});")
                 lane_idx = lane_idx.xreplace({sym: c_var(s)})
             val = co.load_expr(n.dtype, f"{ptr}[{to_c(lane_idx)}]")
             self.lines(f"{t}[l] = {'-' if n.dtype.is_bool else ''}({val});")

@@ -6,9 +6,11 @@ allocations before a kernel, `bufB = bufA; del bufA  # reuse` lines, kernel call
 pointers, an error check, and `del` after a buffer's last use. It is generated as text so it
 can be read and dumped; `compile_schedule` exec's it in a namespace of runtime hooks.
 
-A symbolic-shape graph's sizes are read from the inputs at each call (`s0 = size_of(x, 0, 2, 'x')`,
-the first input dim that is exactly the symbol), checked against their ranges in `call`, and used in
-the layout checks, the allocations and as the kernels' size arguments.
+A symbolic-shape graph's sizes come from `call(args, sizes=(s0, s1, ...))` (values in `size_vars` row
+order: a caller that binds them itself, or a size that is no input's dimension) or are read from the
+inputs at each call (`s0 = size_of(x, 0, 2, 'x')`, the first input dim that is exactly the symbol);
+`call` checks them against their ranges; they are used in the layout checks, the allocations, as the
+kernels' size arguments, and passed to every extern call as `sizes=` (its constants may hold them).
 """
 
 from __future__ import annotations
@@ -35,27 +37,39 @@ def _same_layout(a: Layout, b: Layout) -> bool:
     return a.dtype == b.dtype and _ints(a.sizes) == _ints(b.sizes) and _ints(a.strides) == _ints(b.strides)
 
 
-def _size_sources(g: Graph) -> list[tuple[str, str, int, int]]:
-    """(symbol, input, dim, ndim) for each size symbol: the first input dim that is exactly it."""
+def _size_sources(g: Graph) -> list[tuple[str, str | None, int, int]]:
+    """(symbol, input, dim, ndim) for each size symbol: the first input dim that is exactly it
+    (input None: no input has it as a dim; the caller must pass `sizes`)."""
     out = []
     for r in g.size_vars.rows:
         src = next(((i.name, d, len(i.layout.sizes)) for i in g.inputs for d, s in enumerate(i.layout.sizes)
-                    if s == r.symbol), None)
-        if src is None:
-            raise NotImplementedError(f"size {r.symbol} is no input's dimension: it cannot be read at call time")
+                    if s == r.symbol), (None, -1, 0))
         out.append((r.symbol.name, *src))
     return out
 
 
 def _bind_sizes(g: Graph, L: list, check: bool) -> None:
-    """Lines reading the size symbols from the inputs (and, with `check`, their range checks)."""
+    """Lines binding the size symbols: from `sizes` (the values in `size_vars` row order) when the
+    caller passes it, else read from the inputs; with `check`, their range checks."""
     rows = {r.symbol.name: r for r in g.size_vars.rows}
-    for name, inp, d, ndim in _size_sources(g):
-        L.append(f"    {name} = size_of({inp}, {d}, {ndim}, {inp!r})")
-        if check:
+    names = [r.symbol.name for r in g.size_vars.rows]
+    sources = _size_sources(g)
+    L.append("    if sizes is not None:")
+    L.append(f"        {', '.join(names)}, = sizes")
+    L.append("    else:")
+    for name, inp, d, ndim in sources:
+        if inp is None:
+            msg = f"size {name} is no input's dimension: pass sizes= (the values of {tuple(names)})"
+            L.append(f"        raise TypeError({msg!r})")
+            break
+        L.append(f"        {name} = size_of({inp}, {d}, {ndim}, {inp!r})")
+    L.append(f"    sizes = ({', '.join(names)},)")
+    if check:
+        for name, inp, d, _ in sources:
             r = rows[name]
             hi = r.hi if r.hi != float("inf") else "float('inf')"
-            L.append(f"    check_size_range({name!r}, {name}, {r.lo}, {hi}, '{inp} dim {d}')")
+            where = f"{inp} dim {d}" if inp is not None else "sizes"
+            L.append(f"    check_size_range({name!r}, {name}, {r.lo}, {hi}, {where!r})")
 
 
 def _dt(layout: Layout) -> str:
@@ -81,7 +95,8 @@ def wrapper_source(schedule: Schedule, kernel_params: dict, externs: dict, local
             needs_object.update(n.inputs)
     reused = donors(schedule.memory)  # their `del` is the reuse line
 
-    L = ["def call(args):"]
+    sig = "args, sizes=None" if g.size_vars else "args"
+    L = [f"def call({sig}):"]
     L.append(f"    if len(args) != {len(inputs)}:")
     msg = f"compiled graph takes {len(inputs)} inputs {tuple(inputs)}, got %d"
     L.append(f"        raise TypeError({msg!r} % len(args))")
@@ -92,10 +107,10 @@ def wrapper_source(schedule: Schedule, kernel_params: dict, externs: dict, local
     for inp in g.inputs:
         lay = inp.layout
         L.append(f"    check_input({inp.name}, {_tuple(lay.sizes)}, {_tuple(lay.strides)}, {_dt(lay)}, {inp.name!r})")
-    L.append("    return call_unchecked(args)")
+    L.append(f"    return call_unchecked(args{', sizes' if g.size_vars else ''})")
     L.append("")
     L.append("")
-    L.append("def call_unchecked(args):")
+    L.append(f"def call_unchecked({sig}):")
     if inputs:
         L.append(f"    {', '.join(inputs)}{',' if len(inputs) == 1 else ''} = args")
     if g.size_vars:
@@ -196,6 +211,8 @@ def wrapper_source(schedule: Schedule, kernel_params: dict, externs: dict, local
             args = ", ".join(node0.inputs)
             if node0.name not in bound:
                 args += f"{', ' if args else ''}**consts_{node0.name}"
+            if g.size_vars:  # its constants may hold size expressions: the call's values, in row order
+                args += f"{', ' if args else ''}sizes=sizes"
             L.append(
                 f"    {node0.name} = fix_layout({externs[node0.name]}({args}), "
                 f"{_tuple(lay.sizes)}, {_tuple(lay.strides)}, {_dt(lay)}, {node0.name!r}, {node0.kernel!r})"

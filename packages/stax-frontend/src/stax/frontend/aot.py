@@ -32,6 +32,7 @@ from .phases import AotClock, PhaseClock
 from .report import write_report
 from .routing import GPU, route
 from .runtime import CompiledGraph, eager_callable, no_dynamo
+from .symbolic import to_symints
 from .targets import TARGETS
 
 log = logging.getLogger("stax.frontend")
@@ -110,7 +111,8 @@ def _compile_graph(gm, example_inputs, kind: str, cfg: Config, input_strides, cl
         clock.cache = whole_graph.store(found, lowered, built, counts, clock)
         clock.ident = clock.ident or lowered.graph.content_hash()[:12]
         compiled = _finish(from_lowered(lowered), extra_values(None, lowered, gm, device), built.module, device,
-                           variant, input_strides, clock, counts)
+                           variant, input_strides, clock, counts,
+                           eager_callable(gm) if lowered.graph.size_vars else None)
     except Exception as e:  # noqa: BLE001 - never crash where eager works
         module = built.module if built is not None else None
         if cfg.debug:
@@ -133,9 +135,10 @@ def _compile_graph(gm, example_inputs, kind: str, cfg: Config, input_strides, cl
     return compiled
 
 
-def _finish(spec, extras, module, device, variant, input_strides, clock: PhaseClock, counts: dict):
+def _finish(spec, extras, module, device, variant, input_strides, clock: PhaseClock, counts: dict, eager=None):
     """The boxed callable of a compiled (or loaded) graph; its metrics; the output strides reported to
-    AOTAutograd (forward graphs); the phase line once its first call has run."""
+    AOTAutograd (forward graphs); the phase line once its first call has run. `eager`: the graph run
+    eagerly (symbolic shapes: for a call whose sizes break an assumption of the compiled code)."""
     metrics.record(**counts)
     kernels = counts["kernels_generated"]
 
@@ -146,7 +149,7 @@ def _finish(spec, extras, module, device, variant, input_strides, clock: PhaseCl
         phase_log.info("stax: %s", times.line())
 
     compiled = CompiledGraph(spec, extras, module, device, respecialize=lambda strides: variant(input_strides=strides),
-                             on_first_call=first_call_done)
+                             on_first_call=first_call_done, eager=eager)
     if input_strides is None:
         report_output_strides(spec)
     return compiled
@@ -158,7 +161,11 @@ def report_output_strides(spec) -> None:
     stored dense), not for the traced ones. Outside a forward compile there is no list to fill."""
     tc = torch._guards.TracingContext.try_get()
     if tc is not None and tc.output_strides is not None:
-        tc.output_strides.extend(spec.output_strides)
+        if spec.size_binding is None:
+            tc.output_strides.extend(spec.output_strides)
+            return
+        shape_env = getattr(tc.fake_mode, "shape_env", None)  # symbolic strides: as SymInts of its symbols
+        tc.output_strides.extend(None if st is None else to_symints(st, shape_env) for st in spec.output_strides)
 
 
 def aot_compile(gm: torch.fx.GraphModule, example_inputs, cfg: Config):

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import sympy
 import torch
-from stax.ir import ExternKernel, Graph
+from stax.ir import ExternKernel, Graph, size_var
 
 from .extern_format import ENUMS, OPAQUE
 
@@ -114,10 +115,42 @@ class _CallPlan:
         return [bufs[slot] if v is None else reinterpret(bufs[slot], v[0], v[1], v[2]) for slot, v in self.views]
 
 
-def aten_kernel(kernel: str, fresh: bool = False) -> Callable:
+def bind_constants(obj, env: dict):
+    """An extern node's constants at one call's sizes: each size expression (symbolic shapes) -> its int."""
+    if isinstance(obj, tuple):
+        return tuple(bind_constants(x, env) for x in obj)
+    if isinstance(obj, sympy.Basic):
+        return int(obj.xreplace(env))
+    return obj
+
+
+class _SizedPlans:
+    """The plans of one node of a symbolic-shape graph, one per distinct sizes tuple (a bounded memo:
+    binding the constants is Python work, done once per size seen)."""
+
+    LIMIT = 64
+
+    def __init__(self, names: tuple):
+        self.symbols = tuple(size_var(n) for n in names)
+        self.plans: dict = {}
+
+    def get(self, sizes: tuple, bufs, consts: tuple) -> tuple:
+        hit = self.plans.get(sizes)
+        if hit is None:
+            if len(self.plans) >= self.LIMIT:
+                self.plans.clear()
+            env = {s: sympy.Integer(v) for s, v in zip(self.symbols, sizes)}
+            args, kwargs, views, out = bind_constants(consts, env)
+            hit = self.plans[sizes] = (_CallPlan(bufs, args, kwargs, views, out), out)
+        return hit
+
+
+def aten_kernel(kernel: str, fresh: bool = False, size_names: tuple = ()) -> Callable:
     """The callable of one ATen op for stax's wrappers; `fresh`: its results never alias inputs.
     `call(*bufs, **constants)`, or `call.bind(**constants)` once per node (what stax.cpu does):
-    then each call passes only the buffers and skips finding the node's plan."""
+    then each call passes only the buffers and skips finding the node's plan. In a symbolic-shape
+    graph (`size_names`, its SizeVars row order) each call also gets `sizes=`, the values of the
+    symbols its constants may hold."""
     op = _PUBLIC.get(kernel)
     if op is None:
         op = _resolve(kernel)
@@ -135,7 +168,17 @@ def aten_kernel(kernel: str, fresh: bool = False) -> Callable:
             return carry(result, _device_of(bufs))
         return _conform(result, out, bufs, fresh)
 
-    def call(*bufs, args=(), kwargs=(), views=(), out=False):
+    sized: dict[tuple, _SizedPlans] = {}
+
+    def call(*bufs, args=(), kwargs=(), views=(), out=False, sizes=None):
+        if sizes is not None:
+            consts = (args, kwargs, views, out)
+            plans_of = sized.get(id(args))
+            if plans_of is None or plans_of.consts is not consts[0]:
+                plans_of = sized[id(args)] = _SizedPlans(size_names)
+                plans_of.consts = args  # kept alive: keyed by its id
+            plan, bound_out = plans_of.get(sizes, bufs, consts)
+            return run(plan, bufs, bound_out)
         key = (id(args), id(kwargs), id(views), id(out))
         plan = plans.get(key)
         if plan is None or not (plan.key[0] is args and plan.key[1] is kwargs and plan.key[2] is views
@@ -145,9 +188,13 @@ def aten_kernel(kernel: str, fresh: bool = False) -> Callable:
 
     def bind(args=(), kwargs=(), views=(), out=False) -> Callable:
         plan = None
+        plans_of = _SizedPlans(size_names)
 
-        def bound(*bufs):
+        def bound(*bufs, sizes=None):
             nonlocal plan
+            if sizes is not None:
+                p, bound_out = plans_of.get(sizes, bufs, (args, kwargs, views, out))
+                return run(p, bufs, bound_out)
             if plan is None:  # (at the first call: which views are the buffer itself depends on it)
                 plan = _CallPlan(bufs, args, kwargs, views, out)
             return run(plan, bufs, out)
@@ -187,9 +234,11 @@ def uncarry(t):
     return t.stax_items[0] if is_opaque_carrier(t) else t
 
 
-def getitem_kernel(tup, index, out):
+def getitem_kernel(tup, index, out, sizes=None, size_names: tuple = ()):
     if out == OPAQUE:
         return carry(tup.stax_items[index], tup.device)
+    if sizes is not None:
+        out = bind_constants(out, {size_var(n): sympy.Integer(v) for n, v in zip(size_names, sizes)})
     return _conform(tup.stax_items[index], out, ())
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from .graph_lowering import LoweredGraph, constant_tensor
+from .size_binding import SizeBinding, size_binding
 
 
 @dataclass(frozen=True)
@@ -23,15 +24,22 @@ class CallSpec:
     n_module_outputs: int  # len(graph.outputs): the module's result tuple
     opaque_positions: frozenset  # placeholders holding opaque values (RNG state)
     output_strides: tuple  # per FX output, the strides really returned (None: not a tensor)
+    # symbolic shapes: where the size symbols are read from at each call (None: a static graph); then
+    # `inputs` holds expressions, and None for a SymInt placeholder (no buffer of the module)
+    size_binding: SizeBinding | None = None
 
 
 def from_lowered(lowered: LoweredGraph) -> CallSpec:
-    n = len(lowered.input_names)
-    layouts = [i.layout for i in lowered.graph.inputs[:n]]
+    binding = size_binding(lowered.graph.size_vars, lowered.placeholder_exprs)
+    ints = set() if binding is None else {k for k, p in enumerate(binding.placeholders) if p[0] == "int"}
+    tensors = iter(lowered.graph.inputs)
+    layouts = [None if k in ints else next(tensors).layout for k in range(len(lowered.input_names))]
+    size = int if binding is None else (lambda s: s)
     consts = iter(lowered.const_nodes)
     return CallSpec(
         tuple(lowered.input_names),
-        tuple((tuple(int(s) for s in lay.sizes), tuple(int(s) for s in lay.strides), lay.dtype.name)
+        tuple(None if lay is None else (tuple(size(s) for s in lay.sizes), tuple(size(s) for s in lay.strides),
+                                        lay.dtype.name)
               for lay in layouts),
         tuple(("const", next(consts)) if kind == "const" else (kind, None) for kind, _ in lowered.extra_inputs),
         tuple(lowered.outputs),
@@ -39,6 +47,7 @@ def from_lowered(lowered: LoweredGraph) -> CallSpec:
         len(lowered.graph.outputs),
         frozenset(k for k, name in enumerate(lowered.input_names) if name in lowered.opaque_inputs),
         tuple(None if s is None else tuple(s) for s in lowered.output_strides),
+        binding,
     )
 
 

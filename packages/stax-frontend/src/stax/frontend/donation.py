@@ -56,8 +56,8 @@ def donated_pairs(lowered, mutated: tuple) -> tuple:
         if sum(1 for s in specs if s is not None and s.kind in ("buffer", "view_of_output")
                and s.index == spec.index) != 1:
             continue
-        inp, out = graph.inputs[i], graph.outputs[spec.index]
-        if inp.name in lowered.opaque_inputs:
+        inp, out = lowered.placeholder_input(i), graph.outputs[spec.index]
+        if inp is None or inp.name in lowered.opaque_inputs:
             continue
         lay_in, lay_out = inp.layout, graph.buffer_layout(out)
         if lay_in.dtype != lay_out.dtype or not same_view(tuple(lay_in.sizes), tuple(lay_in.strides),
@@ -81,5 +81,6 @@ def return_inputs(lowered, schedule, mutated: tuple) -> None:
         spec = lowered.outputs[j] if j < len(lowered.outputs) else None
         if spec is None or spec.kind != "buffer" or i >= len(lowered.input_names):
             continue
-        if (graph.inputs[i].name, graph.outputs[spec.index]) in done:
+        inp = lowered.placeholder_input(i)
+        if inp is not None and (inp.name, graph.outputs[spec.index]) in done:
             lowered.outputs[j] = dataclasses.replace(spec, kind="donated", value=i)

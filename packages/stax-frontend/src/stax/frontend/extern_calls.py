@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import logging
 
+import sympy
 import torch
 from stax.ir import Layout
 
 from .dtypes import TO_STAX, to_stax
 from .errors import GraphUnsupported
 from .extern_format import ENUMS, GETITEM, OPAQUE, PLACEHOLDER_DTYPE
-from .strides import meta_strides, same_view
-from .tensor import BufferView, OpaqueView, TensorValue
+from .strides import same_view
+from .tensor import BufferView, OpaqueView, TensorValue, as_size
 
 log = logging.getLogger("stax.frontend.fallback")  # the `fallback` logging area (logs.py)
 
@@ -57,7 +58,7 @@ def encode(ctx, obj, tensors: list, traced=None):
         tensors.append(obj)
         return f"$o{len(tensors) - 1}"
     if isinstance(obj, TensorValue):
-        tensors.append(ctx.realize(obj, "rule0:extern_input", strides=_traced_strides(obj, traced)))
+        tensors.append(ctx.realize(obj, "rule0:extern_input", strides=_traced_strides(ctx, obj, traced)))
         return f"$t{len(tensors) - 1}"
     if isinstance(obj, (list, tuple)):
         if not isinstance(traced, (list, tuple)) or len(traced) != len(obj):
@@ -67,13 +68,15 @@ def encode(ctx, obj, tensors: list, traced=None):
         return "$str:" + obj if obj.startswith("$") else obj
     if obj is None or isinstance(obj, (bool, int, float)):
         return obj
+    if isinstance(obj, sympy.Basic) and obj.is_integer:  # a size expression (symbolic shapes): bound per call
+        return as_size(obj)
     for kind, (cls, _) in ENUMS.items():
         if isinstance(obj, cls):
             return f"${kind}:{obj if kind == 'device' else _enum_name(obj)}"
     raise NotEncodable(f"cannot pass {type(obj).__name__} {obj!r} to an extern kernel")
 
 
-def _traced_strides(tv: TensorValue, traced) -> tuple | None:
+def _traced_strides(ctx, tv: TensorValue, traced) -> tuple | None:
     """The strides an ATen call must see `tv` with: None where its realized layout is the traced
     one (or nothing was traced), else the traced strides (contiguous for a non-dense trace).
     Stax may lay out a value otherwise than eager (a channels-last convolution's output:
@@ -81,17 +84,18 @@ def _traced_strides(tv: TensorValue, traced) -> tuple | None:
     a channels-last query, the CPU flash-attention kernel (picked only for a last-dim stride
     of 1) read past its rows (the fuzzer's fwd-nonfinite_aa3f735fae)."""
     val = traced.meta.get("val") if isinstance(traced, torch.fx.Node) else None
-    if not isinstance(val, torch.Tensor) or tuple(val.shape) != tuple(int(s) for s in tv.sizes):
+    if not isinstance(val, torch.Tensor) or ctx.symbols.meta_sizes(val) != tuple(tv.sizes):
         return None
-    if isinstance(tv, BufferView) and same_view(tv.sizes, tv.strides, tuple(val.shape), tuple(val.stride())):
+    if isinstance(tv, BufferView) and same_view(tv.sizes, tv.strides, ctx.symbols.meta_sizes(val),
+                                                ctx.symbols.exprs(val.stride())):
         return None
-    return meta_strides(val)
+    return ctx.symbols.meta_strides(val)
 
 
 def _layout_of(ctx, val) -> Layout:
     if val.device != ctx.tensor_device:
         raise GraphUnsupported(f"an ATen call returns a tensor on {val.device} in a graph on {ctx.tensor_device}")
-    return Layout(ctx.device, to_stax(val.dtype), tuple(val.shape), meta_strides(val))
+    return Layout(ctx.device, to_stax(val.dtype), ctx.symbols.meta_sizes(val), ctx.symbols.meta_strides(val))
 
 
 def _op_name(target) -> str:
@@ -162,7 +166,7 @@ def opaque_view(ctx, buf: str) -> OpaqueView:
 
 
 def _sizes_strides(lay: Layout):
-    return tuple(int(s) for s in lay.sizes), tuple(int(s) for s in lay.strides)
+    return tuple(as_size(s) for s in lay.sizes), tuple(as_size(s) for s in lay.strides)
 
 
 class ExternItem:

@@ -51,6 +51,11 @@ def config_text(cfg: Config) -> str:
 
 
 def _value_meta(v) -> str:
+    if isinstance(v, torch.Tensor) and any(isinstance(x, torch.SymInt)
+                                           for x in (*v.shape, *v.stride(), v.storage_offset())):
+        # symbolic shapes are not cached: a key would need the ShapeEnv's symbols, their ranges and the
+        # guards behind them, and a wrong reuse would run code compiled for other assumptions
+        raise Uncacheable("symbolic shapes")
     if isinstance(v, torch.Tensor):
         return (f"T({v.dtype},{v.device},{tuple(v.shape)},{tuple(v.stride())},{v.storage_offset()},"
                 f"{v.requires_grad},{v.is_contiguous(memory_format=torch.channels_last) if v.dim() == 4 else ''})")
@@ -59,7 +64,7 @@ def _value_meta(v) -> str:
     if v is None or isinstance(v, (bool, int, float, str)):
         return repr(v)
     if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-        raise Uncacheable("symbolic values")
+        raise Uncacheable("symbolic shapes" if isinstance(v, torch.SymInt) else "symbolic values")
     return type(v).__name__
 
 

@@ -46,9 +46,11 @@ from .extern_calls import ExternItem, is_opaque_val, lower_fallback, opaque_view
 from .lowering import conv_layout, lookup
 from .lowering.registry import BUFFER, REDUCTION, VIEW
 from .routing import CPU
-from .strides import meta_strides, same_view
+from .strides import same_view
+from .sym_ops import SYM_OPS, sym_op
+from .symbolic import Symbols, hint_int
 from .targets import TARGETS
-from .tensor import BufferView, Builder, Lazy, OpaqueView, TensorValue
+from .tensor import BufferView, Builder, Lazy, OpaqueView, TensorValue, as_size
 from .views import Unsupported
 
 log = logging.getLogger("stax.frontend")
@@ -60,7 +62,9 @@ class OutputSpec:
     `index` (a view of it when `view` is set), as a view of graph output `index`, a
     Python constant, or (donation.py) input `value` when graph output `index` was written into it."""
 
-    kind: str  # 'buffer' | 'input' | 'view_of_output' | 'const' | 'donated' (buffer `index` written into input `value`)
+    # 'buffer' | 'input' | 'view_of_output' | 'const' | 'donated' (buffer `index` written into input `value`)
+    # | 'size' (`value`: a sympy expression in the size symbols, evaluated at each call)
+    kind: str
     index: int = -1
     view: tuple | None = None  # (sizes, strides, offset) in elements
     value: object = None
@@ -82,6 +86,19 @@ class LoweredGraph:
     # placeholders that are opaque values (RNG state for a library call; runtime: a carrier)
     opaque_inputs: frozenset = frozenset()
     const_nodes: list = field(default_factory=list)  # FX get_attr node of each ('const', tensor) extra, in order
+    # per FX placeholder: its value's expressions, for binding the size symbols at call time
+    # (('tensor', sizes, strides) | ('int', expr) | ('other', None)); empty for a static graph without
+    # SymInt placeholders (a SymInt the guards made constant is still an argument, but no buffer)
+    placeholder_exprs: list = field(default_factory=list)
+    # per FX placeholder, its graph input (None: a SymInt placeholder, which is no buffer)
+    placeholder_inputs: list = field(default_factory=list)
+
+    def placeholder_input(self, k: int) -> InputBuffer | None:
+        """The graph input of FX placeholder k (the IR's inputs skip SymInt placeholders)."""
+        if not self.placeholder_inputs:
+            return self.graph.inputs[k]
+        name = self.placeholder_inputs[k]
+        return None if name is None else next(i for i in self.graph.inputs if i.name == name)
 
 
 def _has_opaque(a) -> bool:
@@ -129,6 +146,10 @@ class GraphLowering:
         self.const_nodes: list[str] = []  # the get_attr node of each ('const', tensor), in order
         self.opaque: set[str] = set()  # buffers holding opaque values (tensor.OpaqueView)
         self.current: torch.fx.Node | None = None
+        self.symbols = Symbols()  # ShapeEnv symbols -> stax.ir size symbols (dynamic shapes)
+        self.placeholder_exprs: list = []
+        self.placeholder_of: dict[str, int] = {}  # graph input name -> its FX placeholder's position
+        self.placeholder_inputs: list = []  # per FX placeholder: its graph input's name, None for a SymInt
 
     # ---- buffers -------------------------------------------------------------
     def new_name(self) -> str:
@@ -260,19 +281,27 @@ class GraphLowering:
         return out
 
     def _placeholder(self, node, example, strides=None):
+        if isinstance(example, torch.SymInt):  # a symbolic int input (a size dynamo or AOTAutograd passes)
+            e = self.symbols.expr(example)
+            self.placeholder_exprs.append(("int", e))
+            self.placeholder_inputs.append(None)
+            return e
         if not isinstance(example, torch.Tensor):
-            raise GraphUnsupported(f"non-tensor graph input {node.name}={example!r} (symbolic shapes?)",
-                                   cause="symbolic shapes")
-        self._check_static(example)
+            raise GraphUnsupported(f"non-tensor graph input {node.name}={example!r}")
         name = self.input_name(node.name)
+        self.placeholder_of[name] = len(self.placeholder_inputs)
+        self.placeholder_inputs.append(name)
         if is_opaque_val(example):  # RNG state saved by the forward graph for a library call
+            self.placeholder_exprs.append(("other", None))
             view = opaque_view(self, name)
             self.inputs.append(InputBuffer(name, view.layout))
             return view
         if example.device != self.tensor_device and not (example.device.type == "cpu" and example.dim() == 0):
             raise GraphUnsupported(f"input {node.name} is on {example.device}; the graph runs on {self.tensor_device}")
-        strides = tuple(example.stride()) if strides is None else tuple(strides)
-        lay = Layout(self.device, to_stax(example.dtype), tuple(example.shape), strides)
+        sizes = self.symbols.exprs(example.shape)
+        strides = self.symbols.exprs(example.stride()) if strides is None else tuple(strides)
+        self.placeholder_exprs.append(("tensor", sizes, strides))
+        lay = Layout(self.device, to_stax(example.dtype), sizes, strides)
         self.inputs.append(InputBuffer(name, lay))
         return BufferView(self.builder, name, lay, lay)
 
@@ -329,6 +358,8 @@ class GraphLowering:
     def _map_args(self, a):
         if isinstance(a, torch.fx.Node):
             return self.env[a]
+        if isinstance(a, torch.SymInt):  # a size the trace left as a literal: its expression
+            return self.symbols.expr(a)
         if isinstance(a, (list, tuple)):
             return type(a)(self._map_args(x) for x in a)
         if isinstance(a, dict):
@@ -338,6 +369,8 @@ class GraphLowering:
     def _call(self, node):
         args = self._map_args(node.args)
         kwargs = self._map_args(node.kwargs)
+        if node.target in SYM_OPS:  # arithmetic on sizes (sym_size, operator.mul, ...): an expression
+            return sym_op(self, node, args, kwargs)
         if node.target is operator.getitem:
             item = args[0][args[1]]
             return item.get() if isinstance(item, ExternItem) else item
@@ -355,16 +388,19 @@ class GraphLowering:
         """Apply the §6.6 rules to a freshly lowered value."""
         if isinstance(value, Lazy):
             users = self.users(node)
-            outs = [u.meta["val"].numel() for kind, u in users
+            # (element counts at the example's sizes: the cost model estimates, it proves nothing)
+            outs = [hint_int(u.meta["val"].numel()) for kind, u in users
                     if kind == "reduction" and isinstance(u.meta.get("val"), torch.Tensor)]
-            numels = [u.meta["val"].numel() if isinstance(u.meta.get("val"), torch.Tensor) else 0 for _, u in users]
-            reason = materialize.decide(value, [k for k, _ in users], self.cfg, min(outs, default=None), numels)
+            numels = [hint_int(u.meta["val"].numel()) if isinstance(u.meta.get("val"), torch.Tensor) else 0
+                      for _, u in users]
+            reason = materialize.decide(value, [k for k, _ in users], self.cfg, min(outs, default=None), numels,
+                                        self.symbols.hint(value.numel()) if self.symbols else None)
             if reason is not None:
                 val = node.meta.get("val")
                 strides = conv_layout.preferred_strides(self, node)  # channels-last convolutions' input
                 follow = strides is None and self.cfg.follow_read_order and read_order.may_follow_reads(self, node)
                 if strides is None and not follow and reason == "rule0:output" and isinstance(val, torch.Tensor):
-                    strides = meta_strides(val)
+                    strides = self.symbols.meta_strides(val)
                 return self.realize(value, reason, strides, follow_reads=follow)
         return value
 
@@ -390,6 +426,9 @@ class GraphLowering:
             else:
                 raise GraphUnsupported(f"FX node kind {node.op} ({node.target})")
         self.current = None
+        if self.symbols and self.target != CPU:
+            raise GraphUnsupported("symbolic shapes are not supported by stax.gpu yet (CPU graphs are)",
+                                   cause="symbolic shapes on stax.gpu")
         return self._outputs(out_node)
 
     # ---- outputs -------------------------------------------------------------
@@ -398,7 +437,6 @@ class GraphLowering:
         is_tuple = isinstance(result, (list, tuple))
         items = list(result) if is_tuple else [result]
         input_pos = {i.name: k for k, i in enumerate(self.inputs)}
-        n_placeholders = len(self.example_inputs)
         graph_outputs: list[str] = []
         specs: list[OutputSpec] = []
         views: list[tuple[int, tuple]] = []  # (spec position, (buffer name, view)) to resolve later
@@ -414,10 +452,13 @@ class GraphLowering:
                 continue
             tv = self.env[item]
             val = item.meta.get("val")
+            if isinstance(tv, sympy.Basic) and not tv.is_Integer:  # a symbolic int: its value at each call
+                specs.append(OutputSpec("size", value=tv))
+                continue
             if not isinstance(tv, TensorValue):
                 specs.append(OutputSpec("const", value=tv))
                 continue
-            want = meta_strides(val) if isinstance(val, torch.Tensor) else None
+            want = self.symbols.meta_strides(val) if isinstance(val, torch.Tensor) else None
             if k in self.saved_positions and isinstance(tv, BufferView) and tv.is_whole_buffer() \
                     and tv.buffer not in input_pos \
                     and want is not None and not same_view(tv.sizes, tv.strides, tv.sizes, want):
@@ -427,9 +468,9 @@ class GraphLowering:
                         want if want is not None and same_view(tv.sizes, tv.strides, tv.sizes, want) else tv.strides,
                         tv.offset)
                 pos = input_pos.get(tv.buffer)
-                if pos is not None and pos < n_placeholders:
+                if pos is not None and tv.buffer in self.placeholder_of:
                     whole = tv.is_whole_buffer()
-                    specs.append(OutputSpec("input", pos, None if whole else view))
+                    specs.append(OutputSpec("input", self.placeholder_of[tv.buffer], None if whole else view))
                     continue
                 if tv.is_whole_buffer() and (want is None or same_view(tv.sizes, tv.strides, tv.sizes, want)):
                     specs.append(OutputSpec("buffer", out_index(tv.buffer)))
@@ -445,23 +486,29 @@ class GraphLowering:
         for pos, (name, view) in views:
             specs[pos] = OutputSpec("view_of_output", out_index(name), view)
         self.current = None
-        graph = Graph(tuple(self.inputs), tuple(self.nodes), tuple(graph_outputs))
+        graph = Graph(tuple(self.inputs), tuple(self.nodes), tuple(graph_outputs), self.symbols.size_vars())
         return LoweredGraph(
             graph, [n.name for n in self.gm.graph.nodes if n.op == "placeholder"], self.extra_inputs, specs,
             is_tuple, self.fallback_ops, self.extern_ops, self.materialized,
             output_strides=[self._real_strides(graph, spec) for spec in specs],
             opaque_inputs=frozenset(self.opaque & {i.name for i in self.inputs}), const_nodes=list(self.const_nodes),
+            placeholder_exprs=list(self.placeholder_exprs) if self.symbols or None in self.placeholder_inputs else [],
+            placeholder_inputs=list(self.placeholder_inputs) if None in self.placeholder_inputs else [],
         )
 
     def _real_strides(self, graph: Graph, spec: OutputSpec) -> tuple | None:
-        """The strides output `spec` has at run time (None: not a tensor)."""
-        if spec.kind == "const" or (spec.kind == "buffer" and graph.outputs[spec.index] in self.opaque):
+        """The strides output `spec` has at run time (None: not a tensor); symbolic shapes: expressions
+        (aot.report_output_strides hands them to AOTAutograd as SymInts)."""
+        if spec.kind in ("const", "size") or (spec.kind == "buffer" and graph.outputs[spec.index] in self.opaque):
             return None
         if spec.view is not None:
-            return tuple(int(s) for s in spec.view[1])
-        if spec.kind == "input":
-            return tuple(int(s) for s in self.inputs[spec.index].layout.strides)
-        return tuple(int(s) for s in graph.buffer_layout(graph.outputs[spec.index]).strides)
+            strides = spec.view[1]
+        elif spec.kind == "input":
+            name = self.placeholder_inputs[spec.index]
+            strides = next(i for i in self.inputs if i.name == name).layout.strides
+        else:
+            strides = graph.buffer_layout(graph.outputs[spec.index]).strides
+        return tuple(as_size(s) for s in strides)
 
 
 def constant_tensor(gm: torch.fx.GraphModule, node: torch.fx.Node, tensor_device: torch.device) -> torch.Tensor:

@@ -63,10 +63,11 @@ def body_stats(tv: TensorValue, cfg: Config) -> BodyStats:
 
 
 def decide(tv: TensorValue, users: list[UserKind], cfg: Config, fewest_outputs: int | None = None,
-           user_numels: list[int] | None = None) -> str | None:
+           user_numels: list[int] | None = None, numel: int | None = None) -> str | None:
     """The rule that makes `tv` a buffer now, or None to keep it inline. `fewest_outputs`:
     the smallest output count among the reductions that read it (None: none does);
-    `user_numels`: the element count of each user, in `users` order (None: unknown)."""
+    `user_numels`: the element count of each user, in `users` order (None: unknown); `numel`:
+    tv's own (symbolic shapes: at the size hints; None: from its static sizes)."""
     if not isinstance(tv, Lazy) or not users:
         return None
     if "output" in users:
@@ -87,16 +88,18 @@ def decide(tv: TensorValue, users: list[UserKind], cfg: Config, fewest_outputs: 
         return "rule4:body_size"
     if stats.gathers and fewest_outputs is not None and fewest_outputs <= costs.few_outputs:
         return "rule5:gather_into_few_outputs"
-    if stats.cost >= costs.reduction_input_threshold and _broadcast(tv, users, user_numels, costs.broadcast_ratio):
+    if stats.cost >= costs.reduction_input_threshold and _broadcast(tv, users, user_numels, costs.broadcast_ratio,
+                                                                    numel):
         return "rule6:broadcast_expensive"
     return None
 
 
-def _broadcast(tv: TensorValue, users: list[UserKind], user_numels: list[int] | None, ratio: float) -> bool:
+def _broadcast(tv: TensorValue, users: list[UserKind], user_numels: list[int] | None, ratio: float,
+               numel: int | None = None) -> bool:
     """Is `tv` read only by pointwise users over at least `ratio` times its own elements?"""
     if not user_numels or len(user_numels) != len(users) or any(k != "pointwise" for k in users):
         return False
-    n = math.prod(int(s) for s in tv.sizes)
+    n = math.prod(int(s) for s in tv.sizes) if numel is None else numel
     return n > 0 and min(user_numels) >= ratio * n
 
 

@@ -40,6 +40,9 @@ class Metrics:
     graph_cache_stores: int = 0  # entries written
     graph_cache_corrupt: int = 0  # entries found truncated / corrupt (or not loading): never loaded, rebuilt
     graph_cache_skipped: Counter = field(default_factory=Counter)  # graphs not cached, by reason
+    # symbolic shapes: calls of a compiled graph whose sizes broke an assumption Stax added to the
+    # ShapeEnv's guards (a size >= 2): run eagerly, never with the compiled code
+    calls_outside_assumptions: int = 0
 
 
 _LOCK = threading.Lock()

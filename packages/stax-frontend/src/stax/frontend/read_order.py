@@ -21,7 +21,10 @@ aten = torch.ops.aten
 def strides_following_reads(value, ivars, sizes) -> tuple | None:
     """Strides that store `value` (over `ivars` with `sizes`) in the memory order of its
     full-size reads, when they all agree on one that is not row-major; None otherwise
-    (keep contiguous). Broadcast, masked and indirect reads do not vote."""
+    (keep contiguous). Broadcast, masked and indirect reads do not vote. Symbolic sizes: None
+    (row-major; ordering strides by expressions is not done yet)."""
+    if not all(isinstance(s, int) or getattr(s, "is_Integer", False) for s in sizes):
+        return None
     dims = [v for v, s in zip(ivars, sizes) if int(s) > 1]
     if len(dims) < 2:
         return None

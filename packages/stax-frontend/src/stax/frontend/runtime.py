@@ -22,9 +22,11 @@ from stax.ir import ComputedBuffer, ExternKernel, Graph
 from stax.ir import dtypes as dt
 from stax.ir.interpreter import run_node
 
+from . import metrics
 from .aten_runtime import carry, is_opaque_carrier, reinterpret, uncarry
 from .call_spec import CallSpec
 from .dtypes import TO_TORCH, to_stax, to_torch
+from .size_binding import BoundSizes, SizeMismatch, compile_exprs
 from .strides import non_overlapping
 
 log = logging.getLogger("stax.frontend")
@@ -134,8 +136,12 @@ class InterpretedModule:
         self.extern = extern
         self.source = "# interpreted by stax.ir.interpret (config.runtime='interpret')\n" + str(graph)
 
-    def call(self, args: list):
+    def call(self, args: list, sizes: tuple | None = None):
         g = self.graph
+        if g.size_vars:  # symbolic shapes: the static graph at this call's sizes
+            from stax.ir import bind_graph
+
+            g = bind_graph(g, dict(zip((r.symbol.name for r in g.size_vars.rows), sizes)))
         inputs = list(args)
         args.clear()
         arrays: dict[str, np.ndarray] = {}
@@ -162,7 +168,8 @@ class InterpretedModule:
             if isinstance(node, ExternKernel):
                 fn = self.extern[node.kernel]
                 ins = [as_tensor(b) for b in node.inputs]
-                tensors[node.name] = fn(*ins, **dict(node.constants))
+                kw = {} if sizes is None else {"sizes": sizes}  # (constants already bound above)
+                tensors[node.name] = fn(*ins, **dict(node.constants), **kw)
             else:
                 assert isinstance(node, ComputedBuffer)
                 needed = {ld.buffer for ld in _loads(node)}
@@ -185,7 +192,7 @@ class NoKernels:
         self.outputs = tuple(output_names)
         self.source = "# no kernels: every output is an input or a view of one\n"
 
-    def call(self, args: list):
+    def call(self, args: list, sizes: tuple | None = None):
         env = dict(zip(self.inputs, args))
         args.clear()
         return tuple(env[o] for o in self.outputs)
@@ -205,8 +212,10 @@ class CompiledGraph:
     _boxed_call = True
 
     def __init__(self, spec: CallSpec, extras: list, module, device=None, respecialize: Callable | None = None,
-                 on_first_call: Callable | None = None):
+                 on_first_call: Callable | None = None, eager: Callable | None = None):
         self.module = module
+        # symbolic shapes: the graph run eagerly, for calls whose sizes break an assumption of the code
+        self._eager = eager
         # strides per input -> a boxed callable compiled for them (for inputs whose compiled
         # layout overlaps itself and whose runtime layout differs): built on first need
         self._respecialize = respecialize
@@ -220,8 +229,20 @@ class CompiledGraph:
         self.extras = list(extras)
         self.outputs = list(spec.outputs)
         self.is_tuple = spec.output_is_tuple
-        self._expect = [(sizes, strides, _TORCH_OF_NAME[dtype]) for sizes, strides, dtype in spec.inputs]
-        self._overlapping = tuple(not non_overlapping(sizes, strides) for sizes, strides, _ in self._expect)
+        # symbolic shapes: the sizes are bound at each call and the expected layouts computed from them
+        self._sizes = None if spec.size_binding is None else BoundSizes(
+            spec.size_binding, [None if i is None else _TORCH_OF_NAME[i[2]] for i in spec.inputs])
+        if self._sizes is None:
+            self._expect = [(sizes, strides, _TORCH_OF_NAME[dtype]) for sizes, strides, dtype in spec.inputs]
+            self._overlapping = tuple(not non_overlapping(sizes, strides) for sizes, strides, _ in self._expect)
+        else:
+            self._expect, self._overlapping = [], ()
+            self._view_exprs = {k: (compile_exprs(self._sizes.names, o.view[0]),
+                                    compile_exprs(self._sizes.names, o.view[1]),
+                                    compile_exprs(self._sizes.names, (o.view[2],)))
+                                for k, o in enumerate(self.outputs) if o.view is not None}
+            self._size_exprs = {k: compile_exprs(self._sizes.names, (o.value,))
+                                for k, o in enumerate(self.outputs) if o.kind == "size"}
         self._opaque = spec.opaque_positions
         # precomputed for the per-call path: no seeds -> one constant list of extras;
         # outputs that are exactly the module's outputs in order -> returned as they are
@@ -249,9 +270,15 @@ class CompiledGraph:
                 return self._conform_slow(inputs)
         return self
 
-    def _conform_slow(self, inputs: list):
-        variant = [None] * len(self._expect)  # strides a variant is compiled for, per input
-        for k, (t, (sizes, strides, dtype)) in enumerate(zip(inputs, self._expect)):
+    def _conform_slow(self, inputs: list, expect: list | None = None):
+        """`expect`: the layouts at this call's sizes (symbolic shapes; None entries: SymInt arguments)."""
+        symbolic = expect is not None
+        expect = self._expect if expect is None else expect
+        variant = [None] * len(expect)  # strides a variant is compiled for, per input
+        for k, (t, exp) in enumerate(zip(inputs, expect)):
+            if exp is None:
+                continue
+            sizes, strides, dtype = exp
             if k in self._opaque:  # RNG state from a forward graph that ran eagerly: carried as it is
                 if not is_opaque_carrier(t):
                     inputs[k] = carry(t, self.device)
@@ -269,7 +296,11 @@ class CompiledGraph:
                 raise ValueError(f"stax: input {self.input_names[k]} has shape {tuple(t.shape)}; compiled for {sizes}")
             if tuple(t.stride()) == strides or all(n == 1 or a == b for n, a, b in zip(sizes, t.stride(), strides)):
                 continue
-            if self._overlapping[k]:  # copying into it would write one location twice
+            overlapping = not non_overlapping(sizes, strides) if symbolic else self._overlapping[k]
+            if overlapping and symbolic:
+                raise RuntimeError(f"stax: input {self.input_names[k]} has strides {tuple(t.stride())}; the graph "
+                                   f"was compiled for the overlapping layout {strides} (a copy cannot make it)")
+            if overlapping:  # copying into it would write one location twice
                 if not non_overlapping(sizes, t.stride()) or len(self._variants) >= _MAX_VARIANTS:
                     t = inputs[k] = t.contiguous()
                 variant[k] = tuple(t.stride())
@@ -303,6 +334,8 @@ class CompiledGraph:
             return self._first_call(args)
         inputs = list(args)
         args.clear()
+        if self._sizes is not None:
+            return self._call_symbolic(inputs)
         target = self._conform_inputs(inputs)
         if target is not self:
             return target(inputs)
@@ -331,6 +364,49 @@ class CompiledGraph:
                 result.append(value)
         return result if self.is_tuple else result[0]
 
+
+    def _call_symbolic(self, inputs: list):
+        """A symbolic-shape graph's call: bind the sizes from the arguments (checked), conform the inputs
+        to the layouts at those sizes, run the module with them, evaluate the output views and sizes."""
+        bound = self._sizes
+        try:
+            sizes = bound.bind(inputs)
+        except SizeMismatch as e:
+            if self._eager is None:
+                raise
+            log.warning("%s; running this call eagerly", e)
+            metrics.record(calls_outside_assumptions=1)
+            return self._eager(inputs)
+        expect = bound.expected(sizes)
+        device = self.device
+        if not all(e is None or (isinstance(t, torch.Tensor) and t.dtype == e[2] and t.size() == e[0]
+                                 and t.stride() == e[1] and t.device == device) for t, e in zip(inputs, expect)):
+            self._conform_slow(inputs, expect)
+        originals = {k: inputs[k] for k in self._returned_inputs}
+        module_inputs = [t for k, t in enumerate(inputs) if k not in bound.int_positions]
+        del inputs
+        module_inputs.extend(_seed(self.device) if kind == "seed" else t for kind, t in self.extras)
+        outs = self._call(module_inputs, sizes) if sizes else self._call(module_inputs)  # (no symbols: static code)
+        result = []
+        for k, (kind, index, view, value) in enumerate(self._output_plan):
+            if view is not None:
+                fs, fst, fo = self._view_exprs[k]
+                view = (fs(sizes), fst(sizes), fo(sizes)[0])
+            if kind == "buffer":
+                result.append(outs[index])
+            elif kind == "view_of_output":
+                result.append(_view(outs[index], view))
+            elif kind == "input":
+                t = originals[index]
+                result.append(t if view is None else _view(t, view))
+            elif kind == "donated":
+                t, out = originals[value], outs[index]
+                result.append(t if t.data_ptr() == out.data_ptr() else out)
+            elif kind == "size":
+                result.append(self._size_exprs[k](sizes)[0])
+            else:
+                result.append(value)
+        return result if self.is_tuple else result[0]
 
     def _first_call(self, args: list):
         """The first call, timed (the compile's `first_run` phase); later calls skip this."""

@@ -5,9 +5,11 @@ from __future__ import annotations
 from stax.ir.index import contiguous_strides
 
 
-def is_dense(sizes, strides) -> bool:
-    """Non-overlapping and dense: some permutation of the dims is contiguous."""
-    dims = sorted((st, sz) for sz, st in zip(sizes, strides) if sz != 1)
+def is_dense(sizes, strides, key=None) -> bool:
+    """Non-overlapping and dense: some permutation of the dims is contiguous. `key`: a stride's
+    value to sort by (symbolic strides: their value at the size hints; the test stays exact)."""
+    pairs = [(st, sz) for sz, st in zip(sizes, strides) if sz != 1]
+    dims = sorted(pairs) if key is None else sorted(pairs, key=lambda p: (key(p[0]), key(p[1])))
     expected = 1
     for st, sz in dims:
         if st != expected:

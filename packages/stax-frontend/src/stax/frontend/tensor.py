@@ -20,6 +20,19 @@ from stax.ir import Constant, IndexValue, Layout, Load, Op, Value
 from stax.ir import dtypes as dt
 from stax.ir.index import strided_index, sympify
 from stax.ir.ops import result_dtype
+from stax.ir.sizevars import canonical_size
+
+
+def as_size(s):
+    """A size, stride or offset as lowering handles it: a Python int when static, else the expanded
+    sympy expression over size symbols (stax.ir.sizevars.canonical_size: one spelling per value)."""
+    if isinstance(s, int):
+        return s
+    if getattr(s, "is_Integer", False):
+        return int(s)
+    if not isinstance(s, sympy.Basic):  # a torch.SymInt here would carry torch's own sympy functions
+        raise TypeError(f"size {s!r} ({type(s).__name__}) is no int or stax.ir size expression")
+    return canonical_size(s)
 
 
 class Unsupported(NotImplementedError):
@@ -39,6 +52,8 @@ class Builder:
         return self.intern(Load(buffer, sympify(index), dtype, indirect))
 
     def const(self, value, dtype: dt.DType) -> Value:
+        if isinstance(value, sympy.Basic) and not value.is_number:  # a size (symbolic shapes): its value per call
+            return self.cast(self.index_value(value, dt.int64), dtype)
         if dtype.is_bool:
             value = bool(value)
         elif dtype.is_integer:
@@ -62,7 +77,8 @@ class Builder:
 
 
 class TensorValue:
-    """Common interface: `sizes` (ints), `dtype` (stax), `device`, `load(idx)`."""
+    """Common interface: `sizes` (ints, or sympy expressions in size symbols: dynamic shapes),
+    `dtype` (stax), `device`, `load(idx)`."""
 
     sizes: tuple
     dtype: dt.DType
@@ -94,15 +110,15 @@ class BufferView(TensorValue):
 
     @property
     def sizes(self) -> tuple:
-        return tuple(int(s) for s in self.layout.sizes)
+        return tuple(as_size(s) for s in self.layout.sizes)
 
     @property
     def strides(self) -> tuple:
-        return tuple(int(s) for s in self.layout.strides)
+        return tuple(as_size(s) for s in self.layout.strides)
 
     @property
     def offset(self) -> int:
-        return int(self.layout.offset)
+        return as_size(self.layout.offset)
 
     @property
     def dtype(self) -> dt.DType:
@@ -149,7 +165,7 @@ class Lazy(TensorValue):
     _memo: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self):
-        self.sizes = tuple(int(s) for s in self.sizes)
+        self.sizes = tuple(as_size(s) for s in self.sizes)
 
     def load(self, idx) -> Value:
         key = tuple(sympify(i) for i in idx)

@@ -19,7 +19,7 @@ from stax.ir import views as IV
 from stax.ir.affine import affine_coefficients
 from stax.ir.index import strided_index, sympify
 
-from .tensor import BufferView, TensorValue, Unsupported, lazy
+from .tensor import BufferView, TensorValue, Unsupported, as_size, lazy
 
 
 def _linear_strides(expr, vs) -> tuple[list[int], int] | None:
@@ -40,7 +40,7 @@ def _unit_strides(sizes, strides) -> list[int]:
 
 def apply_view(tv: TensorValue, new_sizes: Sequence[int], index_map: Callable) -> TensorValue:
     """The view of `tv` with `new_sizes` whose element idx is tv's element index_map(idx)."""
-    new_sizes = tuple(int(s) for s in new_sizes)
+    new_sizes = tuple(as_size(s) for s in new_sizes)
     if isinstance(tv, BufferView):
         vs = IV.view_vars(len(new_sizes))
         old = index_map(vs)
@@ -59,7 +59,7 @@ def permute(tv: TensorValue, dims: Sequence[int]) -> TensorValue:
 
 def expand(tv: TensorValue, sizes: Sequence[int]) -> TensorValue:
     """Broadcast `tv` to `sizes` (torch.expand: -1 keeps a dim, new dims are prepended)."""
-    out, m = IV.expand_map(tv.sizes, [int(s) for s in sizes])
+    out, m = IV.expand_map(tv.sizes, [as_size(s) for s in sizes])
     return tv if out == tv.sizes else apply_view(tv, out, m)
 
 
@@ -88,26 +88,48 @@ def squeeze(tv: TensorValue, dims: Sequence[int] | None = None) -> TensorValue:
     return apply_view(tv, *IV.squeeze_map(tv.sizes, dims)) if dims else tv
 
 
-def slice_(tv: TensorValue, dim: int, start, end, step: int = 1) -> TensorValue:
+def slice_(tv: TensorValue, dim: int, start, end, step: int = 1, ranges=None) -> TensorValue:
+    """`ranges`: the size symbols' value ranges (symbolic bounds must provably need no clamping)."""
     if step <= 0:
         raise Unsupported("slice step must be positive")
-    start, end = (None if e is None else int(e) for e in (start, end))
-    return apply_view(tv, *IV.slice_map(tv.sizes, dim % tv.ndim, start, end, step))
+    start, end = (None if e is None else as_size(e) for e in (start, end))
+    try:
+        return apply_view(tv, *IV.slice_map(tv.sizes, dim % tv.ndim, start, end, step, ranges=ranges))
+    except NotImplementedError as e:  # a symbolic bound stax.ir cannot place: the op runs in ATen
+        raise Unsupported(str(e)) from None
 
 
-def select(tv: TensorValue, dim: int, index: int) -> TensorValue:
-    return apply_view(tv, *IV.select_map(tv.sizes, dim % tv.ndim, int(index)))
+def select(tv: TensorValue, dim: int, index: int, ranges=None) -> TensorValue:
+    try:
+        return apply_view(tv, *IV.select_map(tv.sizes, dim % tv.ndim, int(index), ranges=ranges))
+    except NotImplementedError as e:
+        raise Unsupported(str(e)) from None
+
+
+def _symbolic(sizes) -> bool:
+    return not all(isinstance(s, int) for s in sizes)
 
 
 def reshape(tv: TensorValue, sizes: Sequence[int]) -> TensorValue:
-    """view / reshape / _unsafe_view: through the flat (row-major) index."""
-    out, m = IV.reshape_map(tv.sizes, sizes)
-    return tv if out == tv.sizes else apply_view(tv, out, m)
+    """view / reshape / _unsafe_view: through the flat (row-major) index; with symbolic sizes a
+    BufferView whose strides allow it gets torch's strides directly (stax.ir.views.view_strides:
+    the flat-index form of a symbolic flatten does not simplify back to strides)."""
+    try:
+        out, m = IV.reshape_map(tv.sizes, [as_size(s) for s in sizes])
+    except ValueError as e:
+        raise Unsupported(str(e)) from None
+    if out == tv.sizes:
+        return tv
+    if isinstance(tv, BufferView) and (_symbolic(tv.sizes) or _symbolic(out)):
+        strides = IV.view_strides(tv.sizes, tv.strides, out)
+        if strides is not None:
+            return tv.with_layout(out, _unit_strides(out, strides), tv.offset)
+    return apply_view(tv, out, m)
 
 
 def as_strided(tv: BufferView, sizes, strides, offset) -> BufferView:
     """A raw strided view of the storage `tv` reads (callers check the storage matches eager's)."""
-    return tv.with_layout(tuple(int(s) for s in sizes), tuple(int(s) for s in strides), sympify(offset))
+    return tv.with_layout(tuple(as_size(s) for s in sizes), tuple(as_size(s) for s in strides), sympify(offset))
 
 
 def diagonal(tv: TensorValue, offset: int = 0, dim1: int = 0, dim2: int = 1) -> TensorValue:
@@ -117,9 +139,13 @@ def diagonal(tv: TensorValue, offset: int = 0, dim1: int = 0, dim2: int = 1) -> 
     return apply_view(tv, *IV.diagonal_map(tv.sizes, offset, dim1, dim2))
 
 
-def unfold(tv: TensorValue, dim: int, size: int, step: int) -> TensorValue:
+def unfold(tv: TensorValue, dim: int, size: int, step: int, ranges=None) -> TensorValue:
     """Sliding windows along `dim` (a new last dim of length `size`): still a view."""
     dim = dim % max(tv.ndim, 1)
-    if size > (tv.sizes[dim] if tv.ndim else 1) or step <= 0:
+    n = tv.sizes[dim] if tv.ndim else 1
+    if (isinstance(n, int) and size > n) or step <= 0:
         raise Unsupported("unfold: bad window")
-    return apply_view(tv, *IV.unfold_map(tv.sizes, dim, size, step))
+    try:
+        return apply_view(tv, *IV.unfold_map(tv.sizes, dim, size, step, ranges=ranges))
+    except NotImplementedError as e:  # a symbolic size the window may not fit
+        raise Unsupported(str(e)) from None

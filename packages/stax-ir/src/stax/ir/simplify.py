@@ -404,7 +404,19 @@ def memory_order(expr, vars_: Sequence) -> list[int] | None:
     aff = affine_parts(sympy.expand(sympy.sympify(expr)), vars_).linear
     if aff is None:
         return None
-    return sorted(range(len(vars_)), key=lambda k: -abs(aff.get(vars_[k], 0)))
+    return sorted(range(len(vars_)), key=lambda k: -_stride_size(aff.get(vars_[k], 0)))
+
+
+_LARGE = 1024  # a symbolic stride is ordered by its value with every size symbol at this (a large size)
+
+
+def _stride_size(c) -> int:
+    """|c| for ordering loops: a symbolic stride (s0*s1, 3*s18) at large sizes. Only loop order depends
+    on it, and every order is correct."""
+    c = sympy.sympify(c)
+    if c.is_Integer:
+        return abs(int(c))
+    return abs(int(c.xreplace({s: _LARGE for s in c.free_symbols})))
 
 
 def coalesce_loops(sizes: Sequence, exprs: Sequence, vars_: Sequence, new_prefix: str = "c") -> LoopMerge:

@@ -84,17 +84,69 @@ def unsqueeze_map(sizes: Sequence, dim: int) -> tuple[tuple, IndexMap]:
     return tuple(sizes[:dim]) + (1,) + tuple(sizes[dim:]), lambda idx: tuple(idx[:dim]) + tuple(idx[dim + 1:])
 
 
-def slice_map(sizes: Sequence, dim: int, start=None, end=None, step: int = 1) -> tuple[tuple, IndexMap]:
-    """x[..., start:end:step, ...] with Python's clamping of out-of-range bounds."""
+def provably_nonnegative_(e, ranges) -> bool:
+    from .sizevars import provably_nonnegative
+
+    return provably_nonnegative(e, ranges)
+
+
+def _provably_equal(a, b) -> bool:
+    from .sizevars import provably_equal
+
+    return provably_equal(a, b)
+
+
+def _is_static(*xs) -> bool:
+    return all(x is None or sympify(x).is_Integer for x in xs)
+
+
+# a bound at least this large is "to the end" (torch's sys.maxsize end): no size reaches it
+_TO_END = 2**62
+
+
+def _symbolic_bound(e, n, ranges) -> Any:
+    """A slice bound within [0, n] for a symbolic size n (or a symbolic bound): a negative static bound
+    counts from the end; the clamping Python applies must be provably a no-op, else NotImplementedError."""
+    from .sizevars import provably_nonnegative
+
+    e = sympify(e)
+    if e.is_Integer and int(e) >= _TO_END:
+        return sympify(n)
+    if e.is_Integer and int(e) < 0:
+        e = sympify(n) + e
+    if not (provably_nonnegative(e, ranges) and provably_nonnegative(sympify(n) - e, ranges)):
+        raise NotImplementedError(f"slice bound {e} is not provably within [0, {n}]")
+    return e
+
+
+def slice_map(sizes: Sequence, dim: int, start=None, end=None, step: int = 1, ranges=None) -> tuple[tuple, IndexMap]:
+    """x[..., start:end:step, ...] with Python's clamping of out-of-range bounds. Symbolic sizes or
+    bounds: the bounds must provably need no clamping under `ranges` (size symbols' value ranges)."""
     if step <= 0:
         raise ValueError("slice step must be positive")
+    if not _is_static(sizes[dim], start, end):
+        n = sizes[dim]
+        start = _symbolic_bound(0 if start is None else start, n, ranges)
+        end = _symbolic_bound(n if end is None else end, n, ranges)
+        if not provably_nonnegative_(end - start, ranges):
+            raise NotImplementedError(f"slice [{start}:{end}] may be empty or reversed")
+        out = list(sizes)
+        out[dim] = sympy.expand(end - start) if step == 1 else FloorDiv(end - start + step - 1, step)
+        return tuple(out), lambda idx: tuple(start + step * i if k == dim else i for k, i in enumerate(idx))
     start, end, _ = slice(start, end, step).indices(as_int(sizes[dim]))
     out = list(sizes)
     out[dim] = max(0, -(-(end - start) // step))
     return tuple(out), lambda idx: tuple(start + step * i if k == dim else i for k, i in enumerate(idx))
 
 
-def select_map(sizes: Sequence, dim: int, index: int) -> tuple[tuple, IndexMap]:
+def select_map(sizes: Sequence, dim: int, index: int, ranges=None) -> tuple[tuple, IndexMap]:
+    if not _is_static(sizes[dim]):  # a symbolic size: the (static) index must provably be in range
+        n = sympify(sizes[dim])
+        e = n + index if index < 0 else sympify(index)
+        if not (provably_nonnegative_(e, ranges) and provably_nonnegative_(n - 1 - e, ranges)):
+            raise NotImplementedError(f"select index {index} is not provably in range for size {n}")
+        out = tuple(sizes[:dim]) + tuple(sizes[dim + 1:])
+        return out, lambda idx: tuple(idx[:dim]) + (e,) + tuple(idx[dim:])
     n = as_int(sizes[dim])
     if not -n <= index < n:
         raise IndexError(f"select index {index} out of range for size {n}")
@@ -103,8 +155,33 @@ def select_map(sizes: Sequence, dim: int, index: int) -> tuple[tuple, IndexMap]:
     return out, lambda idx: tuple(idx[:dim]) + (sympy.Integer(index),) + tuple(idx[dim:])
 
 
+def _infer_symbolic(sizes: Sequence, numel) -> tuple:
+    """infer_sizes for symbolic sizes: the -1 is the exact quotient (a polynomial), the count provably equal."""
+    from .sizevars import provably_equal
+
+    sizes = [sympify(s) for s in sizes]
+    if sum(1 for s in sizes if s == -1) > 1:
+        raise ValueError("only one dimension can be inferred (-1)")
+    known = sympy.Integer(1)
+    for s in sizes:
+        if s != -1:
+            known *= s
+    if any(s == -1 for s in sizes):
+        q = sympy.expand(sympy.cancel(sympify(numel) / known))
+        num, den = sympy.fraction(sympy.together(q))
+        if den != 1 or (q.free_symbols and any(not c.is_Integer for c in sympy.Poly(q, *q.free_symbols).coeffs())) \
+                or (not q.free_symbols and not q.is_Integer):
+            raise ValueError(f"shape {sizes}: {numel} / {known} is not provably an integer")
+        sizes[[k for k, s in enumerate(sizes) if s == -1][0]] = q
+    elif not provably_equal(known, numel):
+        raise ValueError(f"shape {sizes} is invalid for {numel} elements")
+    return tuple(int(s) if s.is_Integer else s for s in sizes)
+
+
 def infer_sizes(sizes: Sequence, numel: int) -> tuple[int, ...]:
     """`sizes` with its one -1 (if any) inferred; ValueError unless they hold `numel` elements."""
+    if not _is_static(numel, *sizes):
+        return _infer_symbolic(sizes, numel)
     sizes = [as_int(s) for s in sizes]
     if sizes.count(-1) > 1:
         raise ValueError("only one dimension can be inferred (-1)")
@@ -124,12 +201,12 @@ def infer_sizes(sizes: Sequence, numel: int) -> tuple[int, ...]:
 def reshape_map(sizes: Sequence, new_sizes: Sequence) -> tuple[tuple, IndexMap]:
     """view/reshape through the row-major flat index: input digit k is FloorDiv/ModularIndexing of it
     (simplifying with the output's ranges turns what strides can express back into strides)."""
-    sizes = tuple(as_int(s) for s in sizes)
+    sizes = tuple(as_int(s) if _is_static(s) else sympify(s) for s in sizes)
     numel = 1
     for s in sizes:
         numel *= s
     new_sizes = infer_sizes(new_sizes, numel)
-    if numel == 0:  # no elements: any index map will do
+    if _is_static(numel) and numel == 0:  # no elements: any index map will do
         return new_sizes, lambda idx: tuple(sympy.Integer(0) for _ in sizes)
     new_strides, old_strides = contiguous_strides(new_sizes), contiguous_strides(sizes)
 
@@ -146,6 +223,40 @@ def reshape_map(sizes: Sequence, new_sizes: Sequence) -> tuple[tuple, IndexMap]:
         return tuple(out)
 
     return new_sizes, m
+
+
+def view_strides(sizes: Sequence, strides: Sequence, new_sizes: Sequence) -> tuple | None:
+    """The strides of `new_sizes` viewing a tensor of (sizes, strides) without a copy, or None when it
+    cannot (torch's computeStride): runs of old dims contiguous with each other split or merge freely.
+    Works on symbolic sizes (every test is `provably_equal`: an unprovable one answers None)."""
+    from .sizevars import provably_equal
+
+    new_strides: list = [0] * len(new_sizes)
+    if not sizes:
+        return tuple(1 for _ in new_sizes)
+    view_d = len(new_sizes) - 1
+    chunk = sympify(strides[-1])
+    tensor_numel = view_numel = sympy.Integer(1)
+    for d in range(len(sizes) - 1, -1, -1):
+        tensor_numel = tensor_numel * sizes[d]
+        if d == 0 or (not provably_equal(sizes[d - 1], 1)
+                      and not provably_equal(strides[d - 1], tensor_numel * chunk)):
+            while view_d >= 0 and (not provably_equal(view_numel, tensor_numel)
+                                   or provably_equal(new_sizes[view_d], 1)):
+                new_strides[view_d] = sympy.expand(view_numel * chunk)
+                view_numel = view_numel * new_sizes[view_d]
+                view_d -= 1
+                if not provably_equal(view_numel, tensor_numel) and _is_static(view_numel, tensor_numel) \
+                        and int(view_numel) > int(tensor_numel):
+                    return None
+            if not provably_equal(view_numel, tensor_numel):
+                return None
+            if d > 0:
+                chunk = sympify(strides[d - 1])
+                tensor_numel = view_numel = sympy.Integer(1)
+    if view_d != -1:
+        return None
+    return tuple(int(x) if sympify(x).is_Integer else x for x in new_strides)
 
 
 def diagonal_map(sizes: Sequence, offset: int, dim1: int, dim2: int) -> tuple[tuple, IndexMap]:
@@ -167,15 +278,18 @@ def diagonal_map(sizes: Sequence, offset: int, dim1: int, dim2: int) -> tuple[tu
     return tuple(sizes[k] for k in keep) + (length,), m
 
 
-def unfold_map(sizes: Sequence, dim: int, size: int, step: int) -> tuple[tuple, IndexMap]:
+def unfold_map(sizes: Sequence, dim: int, size: int, step: int, ranges=None) -> tuple[tuple, IndexMap]:
     """torch.Tensor.unfold: windows of `size` every `step` along `dim`, as a new last dim (0-d: one window)."""
     ndim = len(sizes)
-    n = as_int(sizes[dim]) if ndim else 1
-    if size > n or step <= 0:
+    n = (as_int(sizes[dim]) if _is_static(sizes[dim]) else sympify(sizes[dim])) if ndim else 1
+    if not isinstance(n, int):  # a symbolic size: the window must provably fit
+        if step <= 0 or not provably_nonnegative_(n - size, ranges):
+            raise NotImplementedError(f"unfold size {size} step {step} may not fit size {n}")
+    elif size > n or step <= 0:
         raise ValueError(f"unfold size {size} step {step} invalid for size {n}")
     out = list(sizes)
     if ndim:
-        out[dim] = (n - size) // step + 1
+        out[dim] = (n - size) // step + 1 if isinstance(n, int) else FloorDiv(n - size, step) + 1
 
     def m(idx):
         old = list(idx[:-1])
@@ -338,9 +452,11 @@ def cat(parts: Sequence[tuple[int, Loader]], dim: int, sizes: Sequence, out_vars
         o += n
     if not spans:
         raise ValueError("cat needs at least one part")
-    if o != as_int(sizes[dim]):
+    if _is_static(o, sizes[dim]) and o != as_int(sizes[dim]) or not _is_static(o, sizes[dim]) and not \
+            _provably_equal(o, sizes[dim]):
         raise ValueError(f"cat parts total {o} along dim {dim}, output size is {sizes[dim]}")
-    spans = [s for s in spans if s[1] > 0] or spans[:1]  # all empty: no element, any part will do
+    # (a symbolic part is a positive size: never empty)
+    spans = [s for s in spans if not _is_static(s[1]) or s[1] > 0] or spans[:1]  # all empty: any part will do
     i = out_vars[dim]
     value = None
     for o, n, loader in reversed(spans):
@@ -350,7 +466,8 @@ def cat(parts: Sequence[tuple[int, Loader]], dim: int, sizes: Sequence, out_vars
         if value is None:
             value = v
         else:
-            value = nodes.op("where", nodes.op("lt", nodes.index_value(i), nodes.const(o + n, dt.int64)), v, value)
+            end = nodes.const(o + n, dt.int64) if _is_static(o + n) else nodes.index_value(o + n)
+            value = nodes.op("where", nodes.op("lt", nodes.index_value(i), end), v, value)
     assert value is not None  # spans is not empty
     return value
 
@@ -363,9 +480,11 @@ def constant_pad(loader: Loader, sizes: Sequence, pads: Sequence, fill, dtype: d
     """
     if len(pads) != len(sizes):
         raise ValueError(f"need (lo, hi) pads for each of the {len(sizes)} dims, got {len(pads)}")
-    sizes = [as_int(s) for s in sizes]
-    if any(s + lo + hi < 0 for s, (lo, hi) in zip(sizes, pads)):
+    sizes = [as_int(s) if _is_static(s) else sympify(s) for s in sizes]
+    if any(s + lo + hi < 0 for s, (lo, hi) in zip(sizes, pads) if _is_static(s)):
         raise ValueError(f"padding {list(pads)} makes a negative size from {sizes}")
+    if any(not provably_nonnegative_(s + lo + hi, None) for s, (lo, hi) in zip(sizes, pads) if not _is_static(s)):
+        raise NotImplementedError(f"padding {list(pads)} may make a negative size from {sizes}")
     if 0 in sizes:
         return nodes.const(fill, dtype)
     out_vars = pointwise_vars(len(sizes)) if out_vars is None else tuple(out_vars)
@@ -376,8 +495,8 @@ def constant_pad(loader: Loader, sizes: Sequence, pads: Sequence, fill, dtype: d
             continue
         src.append(_clamp(i - lo, n))
         iv = nodes.index_value(i)
-        c = nodes.op("logical_and", nodes.op("ge", iv, nodes.const(lo, dt.int64)),
-                     nodes.op("lt", iv, nodes.const(lo + n, dt.int64)))
+        end = nodes.const(lo + n, dt.int64) if _is_static(n) else nodes.index_value(lo + n)
+        c = nodes.op("logical_and", nodes.op("ge", iv, nodes.const(lo, dt.int64)), nodes.op("lt", iv, end))
         cond = c if cond is None else nodes.op("logical_and", cond, c)
     v = loader(tuple(src))
     return v if cond is None else nodes.op("where", cond, v, nodes.const(fill, dtype))

@@ -6,12 +6,14 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 
+import sympy
 import torch
 from stax.ir import dtypes as dt
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND as KIND
 from torch._prims_common import elementwise_dtypes
 
 from ..dtypes import to_stax, to_torch
+from ..sym_ops import FloatSize
 from ..tensor import Lazy, TensorValue, lazy
 from ..views import Unsupported, broadcast_shapes, expand
 
@@ -28,7 +30,16 @@ def _promotion_arg(a):
         return _dummy(to_torch(a.dtype), a.ndim == 0)
     if isinstance(a, (bool, int, float)):
         return a
+    if is_size_expr(a):  # a symbolic int (a size): an int operand
+        return 1
+    if isinstance(a, FloatSize):  # torch.sym_float of a size: a float operand
+        return 1.0
     raise Unsupported(f"cannot promote operand {a!r}")
+
+
+def is_size_expr(a) -> bool:
+    """A symbolic size used as a scalar operand (dynamic shapes)."""
+    return isinstance(a, sympy.Basic) and a.is_integer and not a.is_number
 
 
 def promote(args: Sequence, kind=KIND.DEFAULT) -> tuple[dt.DType, dt.DType]:
@@ -58,8 +69,10 @@ def operand(ctx, a, idx, dtype: dt.DType):
     b = ctx.builder
     if isinstance(a, TensorValue):
         return b.cast(a.load(idx), dtype)
-    if isinstance(a, (bool, int, float)):
+    if isinstance(a, (bool, int, float)) or is_size_expr(a):
         return b.const(a, dtype)
+    if isinstance(a, FloatSize):  # its operation on its operands, in the operation's dtype
+        return b.op(a.op, operand(ctx, a.a, idx, dtype), operand(ctx, a.b, idx, dtype))
     raise Unsupported(f"operand {a!r}")
 
 

@@ -20,6 +20,7 @@ import torch
 
 from .. import packed_conv
 from ..extern_calls import call_aten
+from ..tensor import as_size
 from .registry import BUFFER, table
 
 aten = torch.ops.aten
@@ -29,7 +30,7 @@ PACKED = packed_conv.OP  # torch.ops.stax.packed_conv2d.default (None: not regis
 def channels_last_strides(sizes) -> tuple:
     """(N, C, H, W) -> the strides of NHWC memory."""
     n, c, h, w = sizes
-    return (h * w * c, 1, w * c, c)
+    return tuple(as_size(s) for s in (h * w * c, 1, w * c, c))
 
 
 def applies(ctx, conv: torch.fx.Node) -> bool:
@@ -86,7 +87,8 @@ def preferred_strides(ctx, node: torch.fx.Node) -> tuple | None:
     if not any(_is_conv_input(ctx, node, u) for u in node.users):  # saved only: keep eager's layout
         return None
     val = node.meta.get("val")
-    return channels_last_strides(val.shape) if isinstance(val, torch.Tensor) and val.dim() == 4 else None
+    return channels_last_strides(ctx.symbols.meta_sizes(val)) if isinstance(val, torch.Tensor) and val.dim() == 4 \
+        else None
 
 
 def _takes_channels_last(ctx, node: torch.fx.Node, user: torch.fx.Node) -> bool:
@@ -133,7 +135,8 @@ def convolution_backward(ctx, node, grad, x, w, *rest, **kwargs):
     grad = ctx.realize(grad, "conv:channels_last", strides=channels_last_strides(grad.sizes))
     x = ctx.realize(x, "conv:channels_last", strides=channels_last_strides(x.sizes))
     w = ctx.realize(w, "conv:channels_last", strides=channels_last_strides(w.sizes))
-    per_item = [channels_last_strides(v.shape) if isinstance(v, torch.Tensor) and v.dim() == 4 else None
+    per_item = [channels_last_strides(ctx.symbols.meta_sizes(v)) if isinstance(v, torch.Tensor) and v.dim() == 4
+                else None
                 for v in node.meta["val"]]
     return call_aten(ctx, node, (grad, x, w, *rest), kwargs, fallback=False, out_strides=per_item,
                      traced_inputs=False)
@@ -147,7 +150,7 @@ def convolution(ctx, node, x, w, *rest, **kwargs):
     x = ctx.realize(x, "conv:channels_last", strides=channels_last_strides(x.sizes))
     w = ctx.realize(w, "conv:channels_last", strides=channels_last_strides(w.sizes))
     return call_aten(ctx, node, (x, w, *rest), kwargs, fallback=False,
-                     out_strides=channels_last_strides(val.shape), traced_inputs=False)
+                     out_strides=channels_last_strides(ctx.symbols.meta_sizes(val)), traced_inputs=False)
 
 
 def packed_conv2d(ctx, node, x, weight, bias, other, consts, *rest):

@@ -105,7 +105,7 @@ def arange(ctx, node, start, end=None, step=1, *, dtype=None, layout=None, devic
     if end is None:
         start, end = 0, start
     want = _arange_dtype(node, start, end, step)
-    n = int(node.meta["val"].shape[0])
+    n = ctx.symbols.expr(node.meta["val"].shape[0])
     b = ctx.builder
     comp = dt.float64 if want.is_floating else dt.int64  # eager's accumulate type on CPU
 

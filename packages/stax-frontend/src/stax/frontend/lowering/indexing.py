@@ -16,9 +16,10 @@ import sympy
 import torch
 from stax.ir import IndexValue, Layout, Load, Op, Scatter, simplify_index, walk
 from stax.ir import dtypes as dt
+from stax.ir import views as IV
 from stax.ir.index import FloorDiv, ModularIndexing, contiguous_strides, pointwise_vars, reduction_vars
 
-from ..tensor import TensorValue, lazy
+from ..tensor import TensorValue, as_size, lazy
 from ..views import Unsupported, broadcast_shapes, expand
 from .common import out_dtype
 from .registry import POINTWISE, REDUCTION, table
@@ -116,7 +117,7 @@ def index_tensor(ctx, node, x, indices):
     sizes = [x.sizes[d] for d in before] + list(bshape) + [x.sizes[d] for d in after]
     nb, nB = len(before), len(bshape)
     want = out_dtype(node)
-    if tuple(node.meta["val"].shape) != tuple(sizes):
+    if ctx.symbols.meta_sizes(node.meta["val"]) != tuple(sizes):
         raise Unsupported("index: unexpected result shape")
 
     def fn(idx):
@@ -148,10 +149,18 @@ def _in_slice(b, i, start, end, step):
 def slice_scatter(ctx, node, base, src, dim=0, start=None, end=None, step=1):
     dim %= base.ndim
     n = base.sizes[dim]
-    start = 0 if start is None else (start + n if start < 0 else start)
-    end = n if end is None else (end + n if end < 0 else end)
-    start, end = max(0, min(n, start)), max(0, min(n, end))
     length = src.sizes[dim]
+    if not all(isinstance(e, int) for e in (n, start or 0, end or 0)):  # symbolic: stax.ir.views places the bounds
+        try:
+            _, m = IV.slice_map(base.sizes, dim, start, end, step, ranges=ctx.symbols.value_ranges())
+        except NotImplementedError as e:
+            raise Unsupported(str(e)) from None
+        start = m((0,) * base.ndim)[dim]
+        end = start + step * (length - 1) + 1
+    else:
+        start = 0 if start is None else (start + n if start < 0 else start)
+        end = n if end is None else (end + n if end < 0 else end)
+        start, end = max(0, min(n, start)), max(0, min(n, end))
     b = ctx.builder
     if length == 0:
         return lazy(base.sizes, base.dtype, base.device, base.load)
@@ -168,7 +177,15 @@ def slice_scatter(ctx, node, base, src, dim=0, start=None, end=None, step=1):
 
 def select_scatter(ctx, node, base, src, dim, index):
     dim %= base.ndim
-    index %= base.sizes[dim]
+    n = base.sizes[dim]
+    if isinstance(n, int):
+        index %= n
+    else:  # a symbolic size: stax.ir.views proves the index in range (negative: from the end)
+        try:
+            _, m = IV.select_map(base.sizes, dim, int(index), ranges=ctx.symbols.value_ranges())
+        except NotImplementedError as e:
+            raise Unsupported(str(e)) from None
+        index = m((0,) * (base.ndim - 1))[dim]
     b = ctx.builder
 
     def fn(idx):
@@ -200,26 +217,18 @@ def _scatter(ctx, node, x: TensorValue, scatter_sizes, coords_fn, value_fn, mode
     indirect = tuple((t, ctx.simplify_value(v, rranges), bound) for t, v, bound in indirect)
     coords = tuple(simplify_index(sympy.sympify(c), rranges) for c in coords)
     body = Scatter(tuple(x.sizes), init, tuple(scatter_sizes), coords, indirect, value, mode)
-    out = ctx.add_computed(body, Layout(ctx.device, acc, tuple(x.sizes), _out_strides(node, x.sizes)))
+    out = ctx.add_computed(body, Layout(ctx.device, acc, tuple(x.sizes), _out_strides(ctx, node, x.sizes)))
     if acc == x.dtype:
         return out
     return lazy(out.sizes, x.dtype, out.device, lambda idx: b.cast(out.load(idx), x.dtype))
 
 
-def _out_strides(node, sizes) -> tuple:
+def _out_strides(ctx, node, sizes) -> tuple:
     """Eager's result strides (it clones `self`) when dense, else contiguous."""
     val = node.meta.get("val")
-    if isinstance(val, torch.Tensor) and tuple(val.shape) == tuple(sizes):
-        strides = tuple(val.stride())
-        dims = sorted((st, n) for n, st in zip(sizes, strides) if n != 1)
-        expected = 1
-        for st, n in dims:
-            if st != expected:
-                break
-            expected *= n
-        else:
-            return strides
-    return tuple(int(st) for st in contiguous_strides(sizes))
+    if isinstance(val, torch.Tensor) and ctx.symbols.meta_sizes(val) == tuple(sizes):
+        return ctx.symbols.meta_strides(val)
+    return tuple(as_size(st) for st in contiguous_strides(sizes))
 
 
 def _dim_scatter(ctx, node, x, dim, index, value_fn, mode, opmath=False):

@@ -13,6 +13,7 @@ import sympy
 import torch
 from stax.ir import dtypes as dt
 from stax.ir.index import FloorDiv, pointwise_vars, reduction_vars
+from stax.ir.sizevars import provably_nonnegative
 
 from ..tensor import lazy
 from ..views import Unsupported
@@ -93,6 +94,14 @@ def _lowest(d: dt.DType):
     return -math.inf if d.is_floating else int(torch.iinfo(torch.int64).min) if d == dt.int64 else -(2**31)
 
 
+def _may_exceed(last, n, ranges) -> bool:
+    """The last window element may lie past the input (`last >= n`): unless provably not, the window
+    is masked (symbolic sizes: a proof from the size ranges; an extra mask is always correct)."""
+    if isinstance(last, int) and isinstance(n, int):
+        return last >= n
+    return not provably_nonnegative(n - 1 - last, ranges)
+
+
 def _window_value(ctx, x, out_sizes, k, s, p, d, fill):
     """Value at window element (r0, r1) of output (.., oh, ow), `fill` outside the input."""
     b = ctx.builder
@@ -105,10 +114,11 @@ def _window_value(ctx, x, out_sizes, k, s, p, d, fill):
     src = tuple(ivars[:-2]) + (sympy.Max(0, sympy.Min(H - 1, ih)), sympy.Max(0, sympy.Min(W - 1, iw)))
     v = x.load(src)
     conds = []
-    if p[0] or (out_sizes[-2] - 1) * s[0] + (k[0] - 1) * d[0] - p[0] >= H:
+    ranges = ctx.symbols.value_ranges()
+    if p[0] or _may_exceed((out_sizes[-2] - 1) * s[0] + (k[0] - 1) * d[0] - p[0], H, ranges):
         ihv = b.index_value(ih)
         conds += [b.op("ge", ihv, b.const(0, dt.int64)), b.op("lt", ihv, b.const(H, dt.int64))]
-    if p[1] or (out_sizes[-1] - 1) * s[1] + (k[1] - 1) * d[1] - p[1] >= W:
+    if p[1] or _may_exceed((out_sizes[-1] - 1) * s[1] + (k[1] - 1) * d[1] - p[1], W, ranges):
         iwv = b.index_value(iw)
         conds += [b.op("ge", iwv, b.const(0, dt.int64)), b.op("lt", iwv, b.const(W, dt.int64))]
     if conds:
@@ -121,7 +131,7 @@ def _window_value(ctx, x, out_sizes, k, s, p, d, fill):
 
 def max_pool2d_with_indices(ctx, node, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
     k, s, p, d = _params(kernel_size, stride, padding, dilation)
-    out_sizes = tuple(node.meta["val"][0].shape)
+    out_sizes = ctx.symbols.meta_sizes(node.meta["val"][0])
     v, ivars, _ = _window_value(ctx, x, out_sizes, k, s, p, d, _lowest(x.dtype))
     order = ctx.strides_in_order_of(x, out_sizes)  # NHWC in, NHWC out (eager's rule too)
     values = ctx.reduction_buffer(out_sizes, k, "max", v, order)
@@ -191,7 +201,7 @@ def _avg_divisor(b, oh, ow, k, s, p, H, W, count_include_pad, divisor_override):
 def avg_pool2d(ctx, node, x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
                divisor_override=None):
     k, s, p, d = _params(kernel_size, stride, padding)
-    out_sizes = tuple(node.meta["val"].shape)
+    out_sizes = ctx.symbols.meta_sizes(node.meta["val"])
     acc = dt.compute_dtype(x.dtype)
     v, ivars, _ = _window_value(ctx, x, out_sizes, k, s, p, d, 0)
     total = ctx.reduction_buffer(out_sizes, k, "sum", ctx.builder.cast(v, acc), ctx.strides_in_order_of(x, out_sizes))

@@ -258,8 +258,9 @@ def clone(ctx, node, x, memory_format=None):
 def narrow_copy(ctx, node, x, dim, start, length):
     """A fresh copy of x.narrow(dim, start, length): a lazy read through the slice."""
     n = x.sizes[dim % x.ndim]
-    start = start + n if start < 0 else start
-    return clone(ctx, node, slice_(x, dim, start, start + length))
+    if isinstance(start, int) and start < 0:
+        start = start + n
+    return clone(ctx, node, slice_(x, dim, start, start + length, ranges=ctx.symbols.value_ranges()))
 
 
 def copy(ctx, node, dst, src, non_blocking=False):

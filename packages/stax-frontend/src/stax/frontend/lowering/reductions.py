@@ -6,6 +6,7 @@ eager does; integer and bool sums produce int64 (torch's rule).
 
 from __future__ import annotations
 
+import sympy
 import torch
 from stax.ir import dtypes as dt
 from stax.ir.index import pointwise_vars, reduction_vars
@@ -151,7 +152,8 @@ def _var_mean(ctx, node, x, dims, correction, keepdim, unbiased=None, with_mean=
     n = 1
     for d in dl:
         n *= x.sizes[d]
-    denom = max(n - correction, 0)
+    # (a symbolic count: max(n - correction, 0) as an index expression, evaluated per call)
+    denom = max(n - correction, 0) if isinstance(n, int) else sympy.Max(n - correction, 0)
     m2 = reduce(ctx, x, dl, keepdim, "welford_m2", acc)
     def post(b, v):
         v = b.op("truediv", v, b.const(denom, acc))

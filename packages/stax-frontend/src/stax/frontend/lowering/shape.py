@@ -63,6 +63,10 @@ def roll(ctx, node, x, shifts, dims=()):
         out = []
         for k, i in enumerate(idx):
             n = x.sizes[k]
+            if not isinstance(n, int):  # a symbolic size (>= MIN_SIZE = 2): (i - s) mod n, kept non-negative
+                s = shift.get(k, 0)
+                out.append(ModularIndexing(i - s + (-(-s // 2) if s > 0 else 0) * n, 1, n) if s else i)
+                continue
             s = shift.get(k, 0) % n if n else 0
             out.append(ModularIndexing(i + (n - s), 1, n) if s else i)
         return tuple(out)

@@ -50,11 +50,11 @@ def squeeze(ctx, node, x, dims=None):
 
 
 def slice_(ctx, node, x, dim=0, start=None, end=None, step=1):
-    return V.slice_(x, dim, start, end, step)
+    return V.slice_(x, dim, start, end, step, ranges=ctx.symbols.value_ranges())
 
 
 def select(ctx, node, x, dim, index):
-    return V.select(x, dim, index)
+    return V.select(x, dim, index, ranges=ctx.symbols.value_ranges())
 
 
 def alias(ctx, node, x, *args, **kwargs):
@@ -64,14 +64,18 @@ def alias(ctx, node, x, *args, **kwargs):
 def split(ctx, node, x, split_size, dim=0):
     dim %= x.ndim
     n = x.sizes[dim]
-    if isinstance(split_size, int):
+    vals = node.meta.get("val")
+    if not isinstance(n, int) and isinstance(vals, (list, tuple)):  # symbolic: the pieces as traced
+        sizes = [ctx.symbols.expr(v.shape[dim]) for v in vals]
+    elif isinstance(split_size, int):
         step = max(split_size, 1)
         sizes = [min(step, n - s) for s in range(0, n, step)] or [0]
     else:
         sizes = list(split_size)
     out, start = [], 0
+    ranges = ctx.symbols.value_ranges()
     for s in sizes:
-        out.append(V.slice_(x, dim, start, start + s))
+        out.append(V.slice_(x, dim, start, start + s, ranges=ranges))
         start += s
     return tuple(out)
 
@@ -90,15 +94,15 @@ def as_strided(ctx, node, x, size, stride, storage_offset=None):
     storage is eager's: the source's meta layout (dense, offset 0) maps each storage
     position back to a logical element; the view becomes an index map through it."""
     src = node.args[0].meta.get("val")
-    if src is None or src.storage_offset() != 0:
+    if src is None or ctx.symbols.expr(src.storage_offset()) != 0:
         raise Unsupported("as_strided: source storage layout unknown")
     if isinstance(x, BufferView) and x.buffer in {i.name for i in ctx.inputs}:
         raise Unsupported("as_strided of a graph input (its storage offset is only known at run time)")
-    sizes, strides = tuple(src.shape), tuple(src.stride())
-
-    if not is_dense(sizes, strides):
+    sizes, strides = ctx.symbols.meta_sizes(src), ctx.symbols.exprs(src.stride())
+    hint = ctx.symbols.hint  # (symbolic strides: the order of the dims at the size hints; density is exact)
+    if not is_dense(sizes, strides, key=hint):
         raise Unsupported("as_strided of an overlapping source")
-    order = sorted(range(len(sizes)), key=lambda d: -strides[d])
+    order = sorted(range(len(sizes)), key=lambda d: -hint(strides[d]))
     off = storage_offset or 0
 
     def m(idx):
@@ -113,7 +117,7 @@ def as_strided(ctx, node, x, size, stride, storage_offset=None):
 
 
 def unfold(ctx, node, x, dim, size, step):
-    return V.unfold(x, dim, size, step)
+    return V.unfold(x, dim, size, step, ranges=ctx.symbols.value_ranges())
 
 
 LOWERINGS = table(VIEW, {

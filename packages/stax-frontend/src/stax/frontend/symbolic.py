@@ -1,0 +1,156 @@
+"""Symbolic shapes (dynamic=True, automatic dynamic): ShapeEnv symbols as stax.ir size variables.
+
+The ATen graph's SymInts (SymInt placeholders, tensor inputs' sizes and strides, sym_size nodes) are
+sympy expressions in ShapeEnv symbols (s0, s77, ...). Each symbol becomes the stax.ir `SizeVar` of the
+same name, with the ShapeEnv's value range (what proofs may use) and the example's value as hint (what
+estimates use); torch's index functions become stax.ir's. Nothing here does index math: it translates.
+"""
+
+from __future__ import annotations
+
+import math
+
+import sympy
+import torch
+from stax.ir import SizeVars, SymbolRange, size_var
+from stax.ir.index import FloorDiv, ModularIndexing, contiguous_strides
+from torch.utils._sympy import functions as TF
+
+from .errors import GraphUnsupported
+from .strides import is_dense, meta_strides
+from .tensor import as_size
+
+MIN_SIZE = 2  # what Stax assumes of every size symbol (dynamo's default ranges start there: 0 and 1 specialize)
+
+
+def is_symbolic(x) -> bool:
+    """A SymInt whose value is not a constant (a traced size, stride or int argument)."""
+    return isinstance(x, torch.SymInt) and not x.node.expr.is_Integer
+
+
+def hint_int(x) -> int:
+    """The example's value of an int or SymInt, without adding a guard (estimates only)."""
+    if isinstance(x, torch.SymInt):
+        h = x.node.hint
+        if h is None:
+            raise GraphUnsupported(f"size {x} has no example value (data-dependent)", cause="symbolic shapes")
+        return int(h)
+    return int(x)
+
+
+class Symbols:
+    """The size symbols one graph uses: ShapeEnv symbol -> stax SizeVar with (lo, hi, hint)."""
+
+    def __init__(self):
+        self.rows: dict[str, SymbolRange] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.rows)
+
+    def size_vars(self) -> SizeVars:
+        return SizeVars(tuple(self.rows.values()))
+
+    def value_ranges(self) -> dict | None:
+        """{symbol: ValueRange} of the symbols seen so far (proofs in stax.ir); None for a static graph."""
+        return self.size_vars().value_ranges if self.rows else None
+
+    def expr(self, x):
+        """An int stays an int; a SymInt becomes its sympy expression over stax SizeVars (an int when constant)."""
+        if isinstance(x, bool) or not isinstance(x, (int, torch.SymInt)):
+            raise GraphUnsupported(f"{x!r} is not a size", cause="symbolic shapes")
+        if isinstance(x, int):
+            return x
+        e = x.node.expr
+        if e.is_Integer:
+            return int(e)
+        shape_env = x.node.shape_env
+        e = shape_env.replace(e)  # symbols the guards made equal (s1 == s0) spelled as one
+        if e.is_Integer:
+            return int(e)
+        out = self._translate(e, shape_env)
+        return int(out) if out.is_Integer else out
+
+    def exprs(self, xs) -> tuple:
+        return tuple(self.expr(x) for x in xs)
+
+    def hint(self, e) -> int:
+        """`e`'s value at the examples' sizes (an estimate: orders strides, never proves)."""
+        if isinstance(e, int):
+            return e
+        return int(sympy.sympify(e).xreplace({r.symbol: r.hint for r in self.rows.values()}))
+
+    def meta_sizes(self, val) -> tuple:
+        return self.exprs(val.shape)
+
+    def meta_strides(self, val) -> tuple:
+        """strides.meta_strides over expressions: the traced strides when dense, else row-major. Density
+        is decided exactly (equal expressions); the hints only pick the order the dims are tried in."""
+        sizes, strides = self.exprs(val.shape), self.exprs(val.stride())
+        if all(isinstance(x, int) for x in (*sizes, *strides)):
+            return meta_strides(val)
+        if is_dense(sizes, strides, key=self.hint):
+            return strides
+        return tuple(as_size(s) for s in contiguous_strides(sizes))
+
+    def _symbol(self, s: sympy.Symbol, shape_env):
+        if s.name not in self.rows:
+            vr = shape_env.var_to_range.get(s)
+            values = getattr(shape_env, "backed_var_to_val", None) or shape_env.var_to_val
+            hint = values.get(s)
+            if vr is None or hint is None:
+                raise GraphUnsupported(f"symbol {s} has no range or example value (data-dependent size)",
+                                       cause="symbolic shapes")
+            lo = int(vr.lower) if vr.lower.is_Integer else -math.inf  # (torch's int_oo is not an Integer)
+            hi = int(vr.upper) if vr.upper.is_Integer else math.inf
+            if lo < 1:  # stax.ir's SizeVar is a positive integer; an int argument that may be <= 0 is not one
+                raise GraphUnsupported(f"symbolic int {s} in [{vr.lower}, {vr.upper}] is not a positive size",
+                                       cause="symbolic shapes")
+            if int(hint) < MIN_SIZE:
+                raise GraphUnsupported(f"symbolic size {s} = {hint} in the example: below {MIN_SIZE}",
+                                       cause="symbolic shapes")
+            # Stax's own assumption beyond the guards: a symbolic size is never 1 (broadcasts, squeezes and
+            # unit strides are decided on that); checked at every call (size_binding.py), eager below it
+            self.rows[s.name] = SymbolRange(size_var(s.name), max(lo, MIN_SIZE), hi, int(hint))
+        return self.rows[s.name].symbol
+
+    def _translate(self, e, shape_env):
+        if e.is_Integer:
+            return sympy.Integer(int(e))
+        if e.is_Symbol:
+            return self._symbol(e, shape_env)
+        args = [self._translate(a, shape_env) for a in e.args]
+        if e.is_Add:
+            return sympy.Add(*args)
+        if e.is_Mul:
+            return sympy.Mul(*args)
+        if e.is_Pow and e.exp.is_Integer and int(e.exp) >= 0:
+            return args[0] ** int(e.exp)
+        if isinstance(e, TF.FloorDiv):  # CleanDiv too (a FloorDiv known exact)
+            return FloorDiv(*args)
+        if isinstance(e, TF.ModularIndexing):
+            return ModularIndexing(*args)
+        if isinstance(e, (TF.Max, sympy.Max)):
+            return sympy.Max(*args)
+        if isinstance(e, (TF.Min, sympy.Min)):
+            return sympy.Min(*args)
+        raise GraphUnsupported(f"size expression {e} ({type(e).__name__}) has no stax.ir form", cause="symbolic shapes")
+
+
+def to_symints(exprs: tuple, shape_env) -> tuple | None:
+    """Size expressions as SymInts of `shape_env`'s symbols (what AOTAutograd takes for a forward graph's
+    real output strides); None when there is no ShapeEnv or an expression has no SymInt form."""
+    if all(isinstance(e, int) for e in exprs):
+        return tuple(exprs)
+    if shape_env is None:
+        return None
+    from stax.ir.index_printer import to_python
+    from torch.fx.experimental.symbolic_shapes import SymNode
+
+    values = getattr(shape_env, "backed_var_to_val", None) or shape_env.var_to_val
+    env = {str(s): torch.SymInt(SymNode(s, shape_env, int, int(v), fx_node=None)) for s, v in values.items()}
+    env |= {"min": torch.sym_min, "max": torch.sym_max}
+    try:
+        return tuple(e if isinstance(e, int) else eval(to_python(e), {"__builtins__": {}}, env)  # noqa: S307
+                     for e in exprs)
+    except (NameError, TypeError, NotImplementedError):
+        return None
