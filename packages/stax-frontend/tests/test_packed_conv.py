@@ -128,6 +128,38 @@ def test_off_switch_and_training_keep_aten_convolutions():
     assert metrics.snapshot().extern_ops[PACKED] == 0
 
 
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_after_a_convolution_is_a_post_op(approximate):
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(3, 6, 3, padding=1), nn.GELU(approximate=approximate)).eval()
+    x = torch.randn(2, 3, 7, 7)
+    f = no_grad_call(m)
+    assert_same(torch.compile(f, backend="stax", dynamic=False)(x), f(x), rtol=1e-4, atol=1e-5)
+    snap = metrics.snapshot()
+    assert snap.extern_ops[PACKED] == 1 and snap.kernels_generated <= 2  # x to NHWC, the result back: no gelu kernel
+
+
+class LayerScaled(nn.Module):
+    """ConvNeXt's block end: conv, eval-mode dropout (traced as a clone), layer scale, residual add."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.drop = nn.Conv2d(6, 6, 1), nn.Dropout(0.0)
+        self.gamma = nn.Parameter(torch.rand(6) + 0.5)
+
+    def forward(self, x):
+        return self.drop(self.conv(x)).mul(self.gamma.reshape(1, -1, 1, 1)) + x
+
+
+def test_a_dead_clone_does_not_stop_the_epilogue():
+    torch.manual_seed(0)
+    m, x = LayerScaled().eval(), torch.randn(2, 6, 5, 5)
+    f = no_grad_call(m)
+    assert_same(torch.compile(f, backend="stax", dynamic=False)(x), f(x), rtol=1e-4, atol=1e-5)
+    snap = metrics.snapshot()
+    assert snap.extern_ops[PACKED] == 1 and snap.kernels_generated <= 2  # no clone, scale or add kernel
+
+
 @pytest.mark.parametrize("how", ["sub_div", "rsub", "scalar_mul_add"])
 def test_fold_matches_the_epilogue(how):
     """fold(): the chain's affine map applied to the weight and bias equals the chain applied

@@ -1,7 +1,8 @@
 """CPU inference graphs: each 2-D convolution whose weight is a graph input becomes one
 `stax::packed_conv2d` call (packed_conv.py) that also takes over the work after it that oneDNN
 can do: the per-channel affine chain (batch norm in eval mode, decomposed to sub / mul / add
-by per-channel values of graph inputs; a bias add), then a ReLU, or a residual add and a ReLU.
+by per-channel values of graph inputs; a bias add), then a ReLU or GELU, or a residual add
+and a ReLU.
 
 Matched on the decomposed ATen graph, so it follows whatever form torch's batch-norm
 decomposition takes: a chain step is an add / sub / mul / div of the convolution's (single-use)
@@ -48,7 +49,27 @@ def fuse_convolutions(gm: torch.fx.GraphModule, mutated=()) -> int:
     if not packed_conv.available():
         return 0
     frozen = frozen_inputs(gm.graph, mutated)
+    if not symbolic(gm.graph):
+        elide_clones(gm.graph)
     return rewrite_all(gm, lambda n: (n, frozen) if _packable(n, frozen) else None, _rewrite, "convolutions")
+
+
+def elide_clones(graph: torch.fx.Graph) -> int:
+    """Drop `clone(x)` where x is an op's result no one else reads, in x's own layout: the copy
+    only moves dead data (eval-mode dropout traces as one, between a convolution and its epilogue)."""
+    done = 0
+    for n in list(graph.nodes):
+        if n.op != "call_function" or n.target is not aten.clone.default or len(n.args) != 1:
+            continue
+        x, fmt = n.args[0], n.kwargs.get("memory_format", torch.preserve_format)
+        xv, v = _val(x), _val(n)
+        if (isinstance(x, torch.fx.Node) and x.op == "call_function" and len(x.users) == 1 and set(n.kwargs) <= {
+                "memory_format"} and fmt is torch.preserve_format and isinstance(xv, torch.Tensor)
+                and isinstance(v, torch.Tensor) and xv.stride() == v.stride() and xv.shape == v.shape):
+            n.replace_all_uses_with(x)
+            graph.erase_node(n)
+            done += 1
+    return done
 
 
 def symbolic(graph: torch.fx.Graph) -> bool:
@@ -208,6 +229,16 @@ def _residual(u, v, out: torch.Tensor):
     return other
 
 
+def _activation(u) -> str | None:
+    """The packed_conv.UNARY post-op `u` is (ReLU, GELU exact or tanh), else None."""
+    if u.target is aten.relu.default:
+        return "relu"
+    if u.target is aten.gelu.default:
+        approx = u.kwargs.get("approximate", u.args[1] if len(u.args) > 1 else "none")
+        return {"none": "gelu", "tanh": "gelu_tanh"}.get(approx)
+    return None
+
+
 def _rewrite(graph: torch.fx.Graph, conv, frozen) -> None:
     x, w, b, stride, padding, dilation, _, _, groups = conv.args[:9]
     out = _val(conv)
@@ -217,8 +248,8 @@ def _rewrite(graph: torch.fx.Graph, conv, frozen) -> None:
         v = u
     unary, other = "none", None
     u = _only_user(v)
-    if u is not None and u.target is aten.relu.default:
-        unary, v = "relu", u
+    if u is not None and (act := _activation(u)) is not None:
+        unary, v = act, u
     elif u is not None and (other := _residual(u, v, out)) is not None:
         v = u
         if (r := _only_user(v)) is not None and r.target is aten.relu.default:

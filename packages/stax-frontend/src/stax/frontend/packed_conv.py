@@ -28,7 +28,8 @@ aten = torch.ops.aten
 
 NAME = "stax::packed_conv2d"
 KERNEL = "stax.packed_conv2d.default"
-UNARY = ("none", "relu")  # the post-ops conv_fusion.py matches (oneDNN has more)
+# the post-ops conv_fusion.py matches (oneDNN has more): name -> (oneDNN attr, algorithm)
+UNARY = {"none": ("none", ""), "relu": ("relu", ""), "gelu": ("gelu", "none"), "gelu_tanh": ("gelu", "tanh")}
 
 # The ATen ops a per-channel operand may be computed with (the batch-norm decompositions of
 # torch 2.11 and 2.13 use these): name -> callable on tensors and literals.
@@ -111,10 +112,13 @@ def _pack(w, padding, stride, dilation, groups, x):
 
 
 def _convolve(x, packed, b, other, stride, padding, dilation, groups, unary):
+    attr, algorithm = UNARY[unary]
     if other is None:
-        return torch.ops.mkldnn._convolution_pointwise(x, packed, b, padding, stride, dilation, groups, unary, [], "")
+        return torch.ops.mkldnn._convolution_pointwise(x, packed, b, padding, stride, dilation, groups, attr, [],
+                                                       algorithm)
     return torch.ops.mkldnn._convolution_pointwise.binary(
-        x, other, packed, b, padding, stride, dilation, groups, "add", 1.0, None if unary == "none" else unary, [], "")
+        x, other, packed, b, padding, stride, dilation, groups, "add", 1.0, None if attr == "none" else attr, [],
+        algorithm)
 
 
 def _sources(a):
