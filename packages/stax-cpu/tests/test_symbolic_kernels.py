@@ -7,6 +7,7 @@ import re
 import numpy as np
 import pytest
 import sympy
+from cpu_harness import isa_of
 from stax.cpu import compile_schedule
 from stax.cpu.runtime import InputLayoutError
 from stax.ir import (
@@ -105,8 +106,11 @@ def test_example_7_1_keeps_listing_7_1s_shape(cfg):
     """The outer-loop-fused kernel of Example 7.1 with symbolic n, m: one parallel loop over x0 < s0 holding
     the vectorized row sum (a vector accumulator, its ragged end in a scalar tail, vec_reduce_all) and the
     vectorized divide; with vectorize off, the scalar form."""
-    src = compile_schedule(schedule(example(s0, s1, TABLE)), config=cfg).source
+    mod = compile_schedule(schedule(example(s0, s1, TABLE)), config=cfg)
+    src = mod.source
     assert "for (int64_t x0 = 0; x0 < s0; x0 += 1)" in src
+    if isa_of(mod) == "none":
+        pytest.skip("the check is about the vector form; the scalar level (STAX_CPU_ISA=none) has none")
     w = re.search(r"for \(int64_t x1 = 0; x1 < s1; x1 \+= (\d+)\)", src)
     assert w and int(w.group(1)) in (4, 8, 16) and src.count(f"if (x1 + {w.group(1)} <= s1)") == 2
     assert "vec_reduce_all(stax::vec::op_add{}, tmp_acc0_vec)" in src
