@@ -49,14 +49,15 @@ def fuse_convolutions(gm: torch.fx.GraphModule, mutated=()) -> int:
     if not packed_conv.available():
         return 0
     frozen = frozen_inputs(gm.graph, mutated)
-    if not symbolic(gm.graph):
+    if not symbolic(gm.graph) and any(_packable(n, frozen) for n in gm.graph.nodes):
         elide_clones(gm.graph)
     return rewrite_all(gm, lambda n: (n, frozen) if _packable(n, frozen) else None, _rewrite, "convolutions")
 
 
 def elide_clones(graph: torch.fx.Graph) -> int:
-    """Drop `clone(x)` where x is an op's result no one else reads, in x's own layout: the copy
-    only moves dead data (eval-mode dropout traces as one, between a convolution and its epilogue)."""
+    """Drop `clone(x)` where x is an op's floating-point result no one else reads, in x's own layout:
+    the copy only moves dead data (eval-mode dropout traces as one, between a convolution and its
+    epilogue). Run only on graphs with a packable convolution."""
     done = 0
     for n in list(graph.nodes):
         if n.op != "call_function" or n.target is not aten.clone.default or len(n.args) != 1:
@@ -65,7 +66,8 @@ def elide_clones(graph: torch.fx.Graph) -> int:
         xv, v = _val(x), _val(n)
         if (isinstance(x, torch.fx.Node) and x.op == "call_function" and len(x.users) == 1 and set(n.kwargs) <= {
                 "memory_format"} and fmt is torch.preserve_format and isinstance(xv, torch.Tensor)
-                and isinstance(v, torch.Tensor) and xv.stride() == v.stride() and xv.shape == v.shape):
+                and isinstance(v, torch.Tensor) and v.dtype.is_floating_point and v.device.type == "cpu"
+                and xv.stride() == v.stride() and xv.shape == v.shape):
             n.replace_all_uses_with(x)
             graph.erase_node(n)
             done += 1
