@@ -204,6 +204,21 @@ class NoKernels:
 _MAX_VARIANTS = 4  # past these, other layouts are copied contiguous (the dense variant serves them)
 
 
+def _output(kind: str, index, view, value, outs, originals):
+    """One graph output from the module's results, by its OutputSpec kind (static and symbolic calls)."""
+    if kind == "buffer":
+        return outs[index]
+    if kind == "view_of_output":
+        return _view(outs[index], view)
+    if kind == "input":
+        t = originals[index]
+        return t if view is None else _view(t, view)
+    if kind == "donated":  # written into input `value` in place (donation.py): return the input
+        t, out = originals[value], outs[index]
+        return t if t.data_ptr() == out.data_ptr() else out
+    return value
+
+
 class CompiledGraph:
     """The boxed callable AOTAutograd runs: `f(args: list) -> list of outputs`. Built from a CallSpec
     (plain data: the lowering's or the whole-graph cache's) and the runtime values of its extras.
@@ -348,20 +363,7 @@ class CompiledGraph:
             return list(outs) if self.is_tuple else outs[0]
         originals = {k: inputs[k] for k in self._returned_inputs}
         outs = self._call(inputs)
-        result = []
-        for kind, index, view, value in self._output_plan:
-            if kind == "buffer":
-                result.append(outs[index])
-            elif kind == "view_of_output":
-                result.append(_view(outs[index], view))
-            elif kind == "input":
-                t = originals[index]
-                result.append(t if view is None else _view(t, view))
-            elif kind == "donated":  # written into input `value` in place (donation.py): return the input
-                t, out = originals[value], outs[index]
-                result.append(t if t.data_ptr() == out.data_ptr() else out)
-            else:
-                result.append(value)
+        result = [_output(kind, index, view, value, outs, originals) for kind, index, view, value in self._output_plan]
         return result if self.is_tuple else result[0]
 
 
@@ -392,20 +394,8 @@ class CompiledGraph:
             if view is not None:
                 fs, fst, fo = self._view_exprs[k]
                 view = (fs(sizes), fst(sizes), fo(sizes)[0])
-            if kind == "buffer":
-                result.append(outs[index])
-            elif kind == "view_of_output":
-                result.append(_view(outs[index], view))
-            elif kind == "input":
-                t = originals[index]
-                result.append(t if view is None else _view(t, view))
-            elif kind == "donated":
-                t, out = originals[value], outs[index]
-                result.append(t if t.data_ptr() == out.data_ptr() else out)
-            elif kind == "size":
-                result.append(self._size_exprs[k](sizes)[0])
-            else:
-                result.append(value)
+            result.append(self._size_exprs[k](sizes)[0] if kind == "size"
+                          else _output(kind, index, view, value, outs, originals))
         return result if self.is_tuple else result[0]
 
     def _first_call(self, args: list):
