@@ -15,15 +15,14 @@
 #   SKIP_TESTS=1 BUDGET_S=540 REAL_RUNS="train-fp32 train-bf16" REAL_ONLY=resnet18,resnet50,mobilenet REAL_TAG=a ...
 #   SKIP_TESTS=1 BUDGET_S=540 REAL_RUNS="train-fp32 train-bf16" REAL_ONLY=convnext,vit,bert REAL_TAG=b ...
 #   SKIP_TESTS=1 BUDGET_S=540 REAL_RUNS="train-fp32 train-bf16" REAL_ONLY=gpt2,t5,llama,transformer REAL_TAG=c ...
-# Still to run (2026-12-01, no device after one call): float32 training of t5, llama, transformer_encoder_layer;
-# bfloat16 training of all 10; inference of gpt2, t5, llama, transformer_encoder_layer (float32) and t5, llama,
-# transformer_encoder_layer (bfloat16). Planned as three calls (~520 s each):
-#   SKIP_TESTS=1 BUDGET_S=180 REAL_RUNS=train-fp32 REAL_ONLY=t5,llama,transformer REAL_TAG=d; then
-#   DEADLINE_TAIL_S=22 BUDGET_S=95 REAL_RUNS=infer-fp32 REAL_ONLY=gpt2,t5,llama,transformer REAL_TAG=d;
-#   DEADLINE_TAIL_S=22 BUDGET_S=75 REAL_RUNS=infer-bf16 REAL_ONLY=t5,llama,transformer REAL_TAG=d;
-#   BUDGET_S=190 REAL_RUNS=train-bf16 REAL_ONLY=bert,gpt2,t5 REAL_TAG=d           (call 1)
-#   BUDGET_S=520 REAL_RUNS=train-bf16 REAL_ONLY=llama,transformer,vit,convnext,resnet18 REAL_TAG=e  (call 2)
-#   BUDGET_S=400 REAL_RUNS=train-bf16 REAL_ONLY=mobilenet,resnet50 REAL_TAG=f         (call 3)
+# Done so far (2026-12-02): every model and phase except three rows, merged per run into real-cuda[-bfloat16]
+# [-train].{json,md,png} by `python -m benchmarks.harness.merge_real OUT_STEM PART.json ...` (later parts win per
+# model; the header names each part's commit). Still to run: bfloat16 inference of llama and
+# transformer_encoder_layer, bfloat16 training of t5 — one call:
+#   SKIP_TESTS=1 DEADLINE_TAIL_S=20 BUDGET_S=110 REAL_RUNS=infer-bf16 REAL_ONLY=llama,transformer REAL_TAG=h; then
+#   SKIP_TESTS=1 BUDGET_S=200 REAL_RUNS=train-bf16 REAL_ONLY=t5 REAL_TAG=h   (t5's training row took 148 s in fp32)
+# and the cuda real-model tests (SKIP_TESTS unset), never yet run on the H200 at the current code.
+# Each invocation spends ~25 s on real_env.txt (imports) before the first model: a BUDGET_S under ~60 runs nothing.
 # Knobs: REAL_RUNS (which runs, in order: infer-fp32 train-fp32 infer-bf16 train-bf16 autocast), REAL_ONLY (model
 # name prefixes), REAL_TAG (suffix of the output names, for calls split by model), REAL_ROUNDS (interleaved
 # rounds, default 10), BUDGET_S, SKIP_TESTS=1, DEADLINE_TAIL_S (a run starts no model in its last TAIL_S seconds,

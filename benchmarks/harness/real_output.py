@@ -115,6 +115,11 @@ def _header(data: dict) -> list[str]:
         + (f" timm imported with {tv}." if tv else ""),
     ]
     lines += [ln for c in _conditions(meta) for ln in ("", c)]
+    if meta.get("merged"):  # merge_real.py: the rows of several runs, each model from one
+        lines += ["", f"Merged from {len(meta['merged'])} runs (device calls are bounded to minutes); each model's "
+                  "row comes from one run (the load averages above are the last run's):", ""]
+        lines += [f"- {r['date']}, commit {r['commit']}, {r['wall_s']:.0f} s: {', '.join(r['models']) or '(none)'}"
+                  for r in meta["merged"]]
     return lines
 
 

@@ -214,3 +214,33 @@ def test_real_report_and_chart(tmp_path):
     pytest.importorskip("matplotlib", reason="matplotlib is in benchmarks/requirements.txt")
     real_output.chart(data, str(tmp_path / "c.png"))
     assert (tmp_path / "c.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_merge_real_takes_each_model_from_its_last_run():
+    """Runs split over device calls: a later run's rows win per model, a skipped row never replaces a
+    run one, and the header names each run's commit and models."""
+    import copy
+
+    from benchmarks.harness.merge_real import merge
+
+    first = _fake_real_data()
+    second = copy.deepcopy(first)
+    second["meta"]["machine"]["commit"], second["meta"]["date"] = "def", "2026-12-02 10:00"
+    for r in second["results"]:
+        if r["workload"] == "a":
+            r.update(status="skipped", median_s=None)
+        else:
+            r.update(status="ok", error=None, median_s=4e-3, q1_s=3.9e-3, q3_s=4.1e-3, speedup=2.5, speedup_lo=2.4,
+                     speedup_hi=2.6)
+    merged = merge([first, second])
+    got = {(r["workload"], r["backend"]): r for r in merged["results"]}
+    assert got[("a", "stax")]["median_s"] == 5e-3 and got[("a", "stax")]["case"]["run"]["commit"] == "abc"
+    assert got[("b", "stax")]["status"] == "ok" and got[("b", "stax")]["case"]["run"]["commit"] == "def"
+    assert [r["models"] for r in merged["meta"]["merged"]] == [["a"], ["b"]]
+    md = real_output.markdown(merged)
+    assert "Merged from 2 runs" in md and "commit abc, 9 s: a" in md and "commit def, 9 s: b" in md
+    assert "commit abc, def" in md and "Over the 2 of 2 models" in md
+    other = copy.deepcopy(second)
+    other["meta"]["variant"] = {"label": "training step, float32"}
+    with pytest.raises(SystemExit, match="different runs"):
+        merge([first, other])
