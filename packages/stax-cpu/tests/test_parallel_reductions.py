@@ -6,6 +6,8 @@ Ties and NaNs are placed where a wrong combine would show: the same value in two
 ranges, in the same lane of two unrolled accumulators, in the ragged tail.
 """
 
+import math
+
 import numpy as np
 import pytest
 from cpu_harness import assert_close, contiguous, run_both, single_kernel
@@ -141,3 +143,75 @@ def test_welford_long_runs(cfg):
         assert_close(o, r, dt.float32, rtol=2e-6, atol=0, what=node.name)
     if cfg.isa != "none" and "stax::vec::" in mod.source:
         assert "VWelford<stax::vec::vfloat>" in mod.source
+
+
+def _columns(shape, types) -> ir.Graph:
+    x = contiguous("x", shape)
+    nodes = [reduction_node(f"{r}", x, r, (0,), False) for r in types]
+    return ir.Graph([x], nodes, [n.name for n in nodes])
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("cols", [16, 40, 72])
+def test_columns_split_over_the_reduced_loop(threads, cols, level_cfg):
+    """Batch-norm statistics of NHWC activations: few outputs (one vector block of 16 channels; 40 and
+    72 leave a ragged block) over many rows. Two or three threads split the rows and combine per-output
+    partials (split_kept.py); one thread does not split. Every thread count matches the interpreter,
+    and the ragged block is one overlapped vector block, not W-1 scalar reductions."""
+    from dataclasses import replace
+
+    cfg = replace(level_cfg, num_threads=threads)
+    types = ["welford_mean", "welford_m2", "sum", "max", "min", "prod"]
+    g = _columns((3001, cols), types)
+    v = _near_one(np.random.default_rng(cols), (3001, cols))
+    v[2999, 3] = 5.0  # the max in the last thread's rows
+    v[17, cols - 1] = -5.0  # the min in the first thread's rows, in the ragged block
+    ours, ref, mod = run_both(g, {"x": v}, cfg, sched=single_kernel(g, "fused"))
+    for node, o, r in zip(g.nodes, ours, ref):
+        rtol, atol = TOL[dt.float32]
+        assert_close(o, r, dt.float32, rtol=max(rtol, 1e-4) if node.name == "prod" else rtol, atol=atol,
+                     what=f"{node.name}, {threads} threads")
+    split = "part_split" in mod.source
+    lanes = {"avx512": 16, "avx2": 8}.get(level_cfg.isa)
+    if lanes is None:  # the scalar level: every output is a work unit, the kept loop balances the threads
+        assert not split
+        return
+    blocks = -(-cols // lanes)
+    assert split == (threads > 1 and math.ceil(blocks / threads) / (blocks / threads) > 1.15), mod.source[-3000:]
+    if cols % lanes:  # the ragged end: the block ending at the last column, storing its new lanes only
+        assert f"const int64_t x0 = {cols} - {lanes};" in mod.source
+        assert "x0_tail; x0 <" not in mod.source
+
+
+def test_region_chunking_leaves_a_split_reduction_alone(cfg):
+    """A pointwise producer whose rows a column reduction reads at its own output index (test_regions'
+    random graph, seed 12): the reduction is split over the threads, so the pair is not chunked
+    (chunks would reduce each output on one thread) and regions change no bit."""
+    from dataclasses import replace
+
+    from stax.cpu.nests import plan_nests
+    from stax.cpu.split_kept import wants_kept_split
+    from stax.sched import Kernel
+
+    (i0,), (r0,) = ir.pointwise_vars(1), ir.reduction_vars(1)
+    x, y = contiguous("x", (37,)), contiguous("y", (64, 37))
+    t = ir.ComputedBuffer("t", ir.Layout.contiguous((37,), dt.float32),
+                          ir.Pointwise((37,), ir.op("tanh", ir.load("x", i0, dt.float32))))
+    s = ir.ComputedBuffer("s", ir.Layout.contiguous((37,), dt.float32), ir.Reduction(
+        (37,), (64,), "sum", ir.op("mul", ir.load("t", i0, dt.float32), ir.load("y", 37 * r0 + i0, dt.float32))))
+    g = ir.Graph([x, y], [t, s], ["s"])
+    kernels = (Kernel("kernel0", "pointwise", ("t",), ((), ()), "SchedulerNode"),
+               Kernel("kernel1", "reduction", ("s",), ((), ()), "SchedulerNode"))
+    sched = Schedule(g, kernels, MemoryPlan((MemoryEvent(0, "alloc", "t"), MemoryEvent(1, "alloc", "s"),
+                                             MemoryEvent(1, "free", "t"))))
+    rng = np.random.default_rng(1)
+    vals = {"x": rng.uniform(-1, 1, 37), "y": rng.uniform(-1, 1, (64, 37))}
+    two = replace(cfg, num_threads=2)
+    base, ref, _ = run_both(g, vals, replace(two, regions=False), sched=sched)
+    ours, _, mod = run_both(g, vals, replace(two, localize_bytes=2048), sched=sched)
+    assert (np.asarray(base[0]) == np.asarray(ours[0])).all()
+    assert_close(ours[0], ref[0], dt.float32, rtol=1e-5, atol=1e-5)
+    if cfg.isa != "none":  # (the scalar level balances 37 outputs over 2 threads: no split)
+        (nest,) = plan_nests(kernels[1], g, merge=True)
+        assert wants_kept_split(nest, 2, two.min_chunk, 64 if cfg.isa == "avx512" else 32, two.tile)
+        assert "part_split" in mod.source and "rows of this chunk" not in mod.source

@@ -63,7 +63,7 @@ def generate_kernels(schedule: Schedule, config: CpuConfig, isa: isa_mod.Isa, th
         return _symbolic_kernels(schedule, config, threads, vector_bytes)
     planner = RegionPlanner(schedule, merge=True, vector_bytes=vector_bytes, tile=config.tile, threads=threads,
                             localize=config.localize, localize_bytes=config.localize_bytes,
-                            escaping_of=lambda k: escaping_buffers(schedule, k))
+                            escaping_of=lambda k: escaping_buffers(schedule, k), min_chunk=config.min_chunk)
     regions = {r.kernels[0].name: r for r in planner.plan(config.regions) if len(r.kernels) > 1}
     out: list[KernelSource] = []
     skip = 0

@@ -20,6 +20,7 @@ from .frame import KernelContext, Lines, LocalBuffer
 from .loops import NodeLoops, c_var, linear_coeffs, loop_var, parallel_depth
 from .nests import Nest
 from .scalar_body import ScalarBody
+from .split_kept import emit_split_kept, splits_kept, store_partials
 from .tiles import emit_tiled_group
 from .vec_body import VEC_SCANS, VecBody, VecPlan, plan_vector
 
@@ -62,6 +63,7 @@ class KernelEmitter:
         self.bounds: dict = {}
         self.split_tid: str | None = None
         self.partials: list | None = None
+        self.kept_split = None  # split_kept.KeptSplit while a reduction with kept dims is split
 
     # ---- loops ----
     def _range(self, k: int, sizes) -> tuple[str, str]:
@@ -93,6 +95,11 @@ class KernelEmitter:
         return parallel_depth([self.hint(r) for r in ranges], self.hint(nest.total()), self.threads, self.min_chunk)
 
     def splits(self, nest: Nest) -> bool:
+        """Whether the nest's reduced loop is split over the threads: a full reduction, or one with
+        kept dims whose outputs would give the threads unequal shares (split_kept.py)."""
+        return self.splits_full(nest) or splits_kept(self, nest)
+
+    def splits_full(self, nest: Nest) -> bool:
         """A full reduction (Algorithm 8.1 finds no loop outside the reduced dims) with at least
         `min_chunk` iterations per thread: its outermost reduction loop is split over the threads."""
         if self.threads <= 1 or nest.outer or len(nest.groups) != 1 or self.ctx.graph.size_vars:
@@ -109,8 +116,11 @@ class KernelEmitter:
         for nl in nest.node_loops():
             kind = ("scan " if nl.is_scan else "reduction ") + nl.accumulate if nl.is_reduction else "pointwise"
             lines(f"// {nl.node.name}: {kind} over {nl.sizes}")
-        if self.splits(nest):
+        if self.splits_full(nest):
             self.emit_split(lines, nest, in_region)
+            return
+        if splits_kept(self, nest):
+            emit_split_kept(self, lines, nest, in_region)
             return
         collapse = f" collapse({depth})" if depth > 1 else ""
         wait = " nowait" if nowait and in_region else ""
@@ -180,6 +190,9 @@ class KernelEmitter:
 
     def finish(self, lines: Lines, accs: list[Accumulator]) -> None:
         """Store the reductions' results, or (split reduction) this thread's partials."""
+        if self.kept_split is not None:
+            store_partials(self, lines, accs, vector=False)
+            return
         if self.partials is None:
             for a in accs:
                 self.store(lines, a.nl, self.accs.result(a))
@@ -257,7 +270,8 @@ class KernelEmitter:
         self._blocks(lines, plan, lo, hi, full, tail)
 
     @staticmethod
-    def _blocks(lines: Lines, plan: VecPlan, lo: str, hi: str, full, tail) -> None:
+    def _blocks(lines: Lines, plan: VecPlan, lo: str, hi: str, full, tail, overlap=None) -> None:
+        """`overlap(first)`: the ragged end as the block that ends at `hi`, storing lanes `first`.."""
         k, w = plan.dim, plan.lanes
         with lines.block(f"for (int64_t x{k} = {lo}; x{k} < {hi}; x{k} += {w})"):
             if not plan.tail:
@@ -267,6 +281,11 @@ class KernelEmitter:
                 full()
             with lines.block("else"):
                 lines(f"const int64_t x{k}_tail = x{k};")
+                if overlap is not None:
+                    with lines.block(""):
+                        lines(f"const int64_t x{k} = {hi} - {w};")
+                        overlap(f"x{k}_tail - x{k}")
+                    return
                 with lines.block(f"for (int64_t x{k} = x{k}_tail; x{k} < {hi}; x{k} += 1)"):
                     tail()
 
@@ -385,7 +404,7 @@ class KernelEmitter:
         # vertical: W adjacent outputs, each with its own lane of a vector accumulator
         self.open_loops(lines, head.sizes, start, plan.dim, stack)
 
-        def vfull():
+        def vfull(first: str | None = None):
             accs = self.init_accs(lines, group, vector=True, scalar=False)
             known = None
             if not any(_intra_reads(group)):  # what the reduction loops do not change, computed once
@@ -396,9 +415,12 @@ class KernelEmitter:
             self.open_loops(lines, head.sizes, npoint, n, inner)
             self._vector_bodies(lines, group, plan, accs, None, known=known)
             self.close_loops(inner, len(inner))
+            if self.kept_split is not None:
+                store_partials(self, lines, accs, vector=True)
+                return
             body = VecBody(self.ctx, lines, {}, plan, ScalarBody(self.ctx, lines, {}))
             for a in accs:
-                body.store(a.nl, self.accs.vresult(a), True)
+                body.store(a.nl, self.accs.vresult(a), True, first)
 
         def vtail():
             accs = self.init_accs(lines, group)
@@ -408,8 +430,19 @@ class KernelEmitter:
             self.close_loops(inner, len(inner))
             self.finish(lines, accs)
 
-        self._block(lines, plan, head.sizes, vfull, vtail)
+        if self._overlaps(plan, head.sizes):
+            self._blocks(lines, plan, *self._range(plan.dim, head.sizes), vfull, vtail, overlap=vfull)
+        else:
+            self._block(lines, plan, head.sizes, vfull, vtail)
         self.close_loops(stack, len(stack))
+
+    def _overlaps(self, plan: VecPlan, sizes) -> bool:
+        """The ragged end of a vertical reduction as one more full block ending at the loop's end (its
+        first lanes recompute the previous block's last outputs, bit for bit, and are not stored):
+        W-1 outputs in the scalar form each ran the whole reduction without vectors (72 NHWC channels:
+        a third of the kernel's time in 8 scalar Welford chains)."""
+        n = sizes[plan.dim]
+        return plan.tail and isinstance(n, int) and n >= plan.lanes and plan.dim not in self.bounds
 
     def scalar_bodies(self, lines: Lines, group: list[NodeLoops], accs) -> None:
         body = ScalarBody(self.ctx, lines, {})

@@ -25,6 +25,7 @@ from .frame import KernelContext, KernelSource, Lines, LocalBuffer, bind_pointer
 from .localize import Chunking, chunk_buffers, emit_chunked, plan_chunking
 from .loops import node_loops, parallel_depth
 from .nests import Nest, plan_nests, share_groups
+from .split_kept import wants_kept_split
 
 log = logging.getLogger("stax.cpu")
 
@@ -129,9 +130,10 @@ class RegionPlanner:
     """Plans regions and their chunked pairs for one schedule (nests computed once per kernel)."""
 
     def __init__(self, schedule: Schedule, *, merge: bool, vector_bytes: int, tile: bool, threads: int,
-                 localize: bool, localize_bytes: int, escaping_of):
+                 localize: bool, localize_bytes: int, escaping_of, min_chunk: int = 512):
         self.schedule, self.g = schedule, schedule.graph
         self.merge, self.vector_bytes, self.tile, self.threads = merge, vector_bytes, tile, threads
+        self.min_chunk = min_chunk
         self.localize, self.localize_bytes = localize, localize_bytes
         self.escaping_of = escaping_of
         self.roots = storage_roots(schedule)
@@ -184,6 +186,8 @@ class RegionPlanner:
 
     def _chunking(self, kernels, nests, j: int, local: dict) -> Chunking | None:
         (kp, prod), (kc, cons) = nests[j], nests[j + 1]
+        if wants_kept_split(cons, self.threads, self.min_chunk, self.vector_bytes, self.tile):
+            return None  # its reduced loop runs on every thread (split_kept.py), as without regions: same bits
         pw = [nl.node.name for nl in prod.node_loops()]
         cnames = [nl.node.name for nl in cons.node_loops()]
         creads = _reads(self.g, cnames)

@@ -342,17 +342,19 @@ class VecBody:
                 cm.__exit__(None, None, None)
         return t
 
-    def store(self, nl: NodeLoops, name: str, is_vec: bool) -> None:
+    def store(self, nl: NodeLoops, name: str, is_vec: bool, first: str | None = None) -> None:
+        """`first`: store lanes `first`.. only (the overlapped last block of a vertical reduction:
+        the lanes before it belong to the previous block)."""
         d = nl.node.layout.dtype
         v = self.vec(name, is_vec, d)
         ptr = self.ctx.ptr(nl.node.name)
         idx = self.ctx.localize(nl.node.name, nl.store_index())
         lin = linear_coeffs(idx, [self.x])
-        if lin is not None and lin.get(self.x, 0) == 1:
+        if first is None and lin is not None and lin.get(self.x, 0) == 1:
             plain = "stax::vec::stream" if nl.node.name in self.ctx.streaming else "stax::vec::storeu"
             fn = {"float16": "stax::vec::store_f16", "bfloat16": "stax::vec::store_bf16",
                   "bool": "stax::vec::store_bool"}.get(d.name, plain)
             self.lines(f"{fn}({ptr} + {to_c(idx)}, {v});")
             return
         val = f"({v}[l] != 0)" if d.is_bool else co.store_expr(d, f"{v}[l]")
-        self.lines(f"for (int64_t l = 0; l < {self.plan.lanes}; ++l) {ptr}[{self._lane(idx)}] = {val};")
+        self.lines(f"for (int64_t l = {first or 0}; l < {self.plan.lanes}; ++l) {ptr}[{self._lane(idx)}] = {val};")

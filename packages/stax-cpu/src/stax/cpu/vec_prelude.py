@@ -409,6 +409,10 @@ template <class VT> struct VWelford {
     }
     template <class RT> inline RT m2_v() { flush(); return __builtin_convertvector(dm2, RT); }
     template <class RT> inline RT count_v() { flush(); return bcast<RT>((double)dn); }
+    inline void store_lanes(stax::Welford* dst) {  // one Welford state per lane (per-thread partials)
+        flush();
+        for (int i = 0; i < W; ++i) { dst[i].mean = dmean[i]; dst[i].m2 = dm2[i]; dst[i].n = dn; }
+    }
 };
 }}  // namespace stax::vec
 """  # noqa: E501 - C++ template: a few one-line helpers are kept whole (and the text byte-identical)
