@@ -51,6 +51,7 @@ from .indexing import axes_of, texpr
 from .kernels import POINTWISE as POINTWISE_VARIANT
 from .kernels import KernelSource, axis_defs, program_offset, render_lines, signature
 from .plan import INT32_LIMIT, KernelPlan, plan_kernel
+from .symbolic import SymbolicUnsupported
 from .triton_ops import store_cast
 
 # tl.atomic_add operand types (bool / 8- and 16-bit integers have none)
@@ -92,6 +93,8 @@ def split_scatters(schedule: Schedule) -> Schedule:
     if not any(k.kind == SCATTER for k in schedule.kernels):
         return schedule
     graph = schedule.graph
+    if graph.size_vars:
+        raise SymbolicUnsupported("a scatter kernel (index_put, scatter_add)")
     taken = {b.name for b in (*graph.inputs, *graph.nodes)}
     nodes, kernels = list(graph.nodes), []
     new_step: dict[int, tuple[int, int]] = {}  # old step -> (init step, scatter step)
