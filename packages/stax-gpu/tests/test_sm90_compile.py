@@ -39,8 +39,13 @@ cases = [
     (S.scan_graph("logcumsumexp", 8, 100), None, cfg),
     (I.embedding_graph(), None, cfg),
 ]
-import test_reduction
-g_wf = None
+# symbolic sizes (dynamic shapes): size and element-count arguments, unspecialized, int64 indices
+import dataclasses
+from stax.ir import SizeVars, size_var
+s0, s1 = size_var("s0"), size_var("s1")
+dyn = SizeVars.of(s0=(2, float("inf"), 8), s1=(2, float("inf"), 300))
+for g in (R.softmax_graph(s0, s1), R.layernorm_graph(s0, s1), R.softmax_graph(s0, 300)):
+    cases.append((dataclasses.replace(g, size_vars=dyn), None, cfg))
 for graph, groups, c in cases:
     m = compile_schedule(build_schedule(graph, groups), config=c)
     for line in compile_module(m, graph):

@@ -92,12 +92,29 @@ def test_pointwise_one_module_for_every_size():
     assert "launch_0(x, t, buf0, (s0*s1), s0, s1)" in module.source
 
 
+def _buckets(module) -> set:
+    (launcher,) = launchers(generated_module(module))
+    return set(launcher.choices)
+
+
 def test_row_sum_over_a_symbolic_dim():
-    """Rows of any length: a looped kernel whose r-loop runs to the r0_numel argument, masked tail."""
+    """Rows of any length: a persistent form for rows that fit R0_BLOCK (the hint's, 16), a looped one,
+    whose r-loop runs to the r0_numel argument, for longer rows; both masked on their tails."""
     x = inp("x", (s0, s1))
     g = sized(Graph((x,), (red("buf0", (s0,), (s1,), "sum", load("x", s1 * i0 + r0, f32)),), ("buf0",)))
     module = run_sizes(g, cfg=config(**SMALL, **LOOPED))
     assert "for r0_offset in range(0, r0_numel, R0_BLOCK):" in kernel_src(module, "triton_red_fused_0")
+    per = kernel_src(module, "triton_per_fused_0")
+    assert "R0_BLOCK: tl.constexpr = 16" in per and "r0_mask = r0_index < r0_numel" in per
+    assert _buckets(module) == {"persistent", "looped"}  # s1 = 16, 5, 2 fit; 130 and 300 loop
+
+
+def test_long_hint_loops_only():
+    """A row hint past persistent_reduction_max: only the looped form, one bucket."""
+    x = inp("x", (s0, s1))
+    g = sized(Graph((x,), (red("buf0", (s0,), (s1,), "sum", load("x", s1 * i0 + r0, f32)),), ("buf0",)))
+    module = run_sizes(g, cfg=config(persistent_reduction_max=8, **SMALL, **LOOPED))
+    assert "triton_per_fused_0" not in module.source and _buckets(module) == {"any"}
 
 
 def test_column_sum_outer_reduction():
@@ -122,12 +139,17 @@ def test_softmax(cfg):
     """max -> sum(exp(x - max)) -> divide: three r-loops over a row of symbolic length, one kernel."""
     module = run_sizes(sized(softmax_graph(s0, s1)), cfg=config(**cfg), tol=dict(rtol=1e-5, atol=1e-7))
     assert kernel_src(module, "triton_red_fused_0").count("for r0_offset in range(0, r0_numel, R0_BLOCK):") == 3
+    assert _buckets(module) == {"persistent", "looped"}
 
 
 @pytest.mark.parametrize("cfg", [dict(SMALL, **LOOPED), {}], ids=["small-blocks", "heuristic"])
 def test_layer_norm(cfg):
-    """Welford mean / m2 / count over a symbolic row length, the normalization in the same kernel."""
-    run_sizes(sized(layernorm_graph(s0, s1)), cfg=config(**cfg), tol=dict(rtol=1e-4, atol=1e-5))
+    """Welford mean / m2 / count over a symbolic row length, the normalization in the same kernel: the
+    persistent form divides by this call's r0_numel, the looped one merges per-lane Welford states."""
+    module = run_sizes(sized(layernorm_graph(s0, s1)), cfg=config(**cfg), tol=dict(rtol=1e-4, atol=1e-5))
+    assert "tl.full([1, 1], r0_numel, tl.float32)" in kernel_src(module, "triton_per_fused_0")
+    assert "triton_helpers.welford_combine" in kernel_src(module, "triton_red_fused_0")
+    assert _buckets(module) == {"persistent", "looped"}
 
 
 def test_mean_divides_by_a_size():
@@ -136,7 +158,7 @@ def test_mean_divides_by_a_size():
     s = red("buf0", (s0,), (s1,), "sum", load("x", s1 * i0 + r0, f32))
     mean = pw("buf1", (s0,), op("truediv", load("buf0", i0, f32), cast(index_value(s1), f32)))
     module = run_sizes(sized(Graph((x,), (s, mean), ("buf1",))), cfg=config(**SMALL, **LOOPED))
-    assert "tl.full([1, 1], s1, tl.int64)" in kernel_src(module, "triton_red_fused_0")
+    assert "tl.full([1, 1], s1, tl.int64)" in kernel_src(module, "triton_per_fused_0")
 
 
 def test_bounded_sizes_index_in_32_bits_and_are_checked():

@@ -96,16 +96,28 @@ def kernel_set(plan, config: GpuConfig, errors: ErrorTable) -> tuple[list, list]
     """The kernel variants of one plan and the launch configs to race (heuristic first)."""
     vs = [write_kernel(plan, config, errors, v) for v in variants(plan, config)]
     cands = [c for ks in vs for c in candidates(plan, ks, config)]
+    bucketed = not is_static(plan.rnumel) and len(vs) > 1  # persistent / looped by each call's row length
     if not (config.autotune and not config.interpret) and config.autotuner is None:
-        cands = cands[:1]
+        cands = _firsts(cands) if bucketed else cands[:1]
     elif (hint(plan.xnumel, plan.size_hints) * hint(plan.ynumel, plan.size_hints)
           * max(hint(plan.rnumel, plan.size_hints), 1) < config.autotune_min_elements):  # (at the size hints)
         # launch-bound: no config can win back what compiling and timing the others costs
-        vs = [ks for ks in vs if ks.variant == cands[0].variant]
-        cands = cands[:1]
+        if bucketed:
+            cands = _firsts(cands)
+        else:
+            vs = [ks for ks in vs if ks.variant == cands[0].variant]
+            cands = cands[:1]
     if config.static_masks:
         vs = [_full_masks(plan, ks, [c for c in cands if c.variant == ks.variant], config, errors) for ks in vs]
     return vs, cands
+
+
+def _firsts(cands: list) -> list:
+    """The first (heuristic) candidate of each variant."""
+    seen: dict = {}
+    for c in cands:
+        seen.setdefault(c.variant, c)
+    return list(seen.values())
 
 
 def _full_masks(plan, ks, cands, config: GpuConfig, errors: ErrorTable):

@@ -19,7 +19,7 @@ from .config import GpuConfig
 from .emit import Emitter, ErrorTable, Scope
 from .plan import REDUCTION, SCAN, TILED_FORM, XR, KernelPlan, X, contiguous_dim
 from .reductions import LoopAccumulators, persistent_reduction, persistent_scan
-from .symbolic import is_static
+from .symbolic import hint, is_static
 from .triton_ops import compute_triton_dtype, literal
 
 PERSISTENT, LOOPED, POINTWISE, TILED = "persistent", "looped", "pointwise", "tiled"
@@ -151,7 +151,7 @@ def write_pointwise(plan: KernelPlan, config: GpuConfig, errors: ErrorTable, nam
 def write_reduction(plan: KernelPlan, config: GpuConfig, errors: ErrorTable, name: str, looped: bool,
                     full: frozenset = frozenset()) -> KernelSource:
     rn = plan.rnumel
-    r0_block = None if looped else next_pow2(max(rn, 1))
+    r0_block = None if looped else persistent_block(plan)
     needs_rmask = looped or r0_block != rn
     em = Emitter(plan, config, errors, {"x": "xmask", "r": "r0_mask" if needs_rmask else None}, "[1, 1]")
     # a persistent kernel that also writes a full (x, r) output (layernorm) is slower with its
@@ -339,13 +339,21 @@ def with_pdl(ks: KernelSource) -> KernelSource:
     return replace(ks, src=head + sep + "\n".join(PDL_PROLOGUE) + "\n" + body)
 
 
+def persistent_block(plan: KernelPlan) -> int:
+    """R0_BLOCK of the persistent form: the row padded to a power of two (a symbolic row: at its hint;
+    that form then serves the calls whose rows fit, `SizedLauncher`'s size bucket)."""
+    return next_pow2(max(hint(plan.rnumel, plan.size_hints), 1))
+
+
 def variants(plan: KernelPlan, config: GpuConfig) -> list[str]:
     """Which forms to generate: persistent when the row fits, looped otherwise, both
-    (raced by the autotuner) in between."""
+    (raced by the autotuner) in between. A symbolic row whose hint fits gets both: the
+    persistent form for calls whose rows fit its block, the looped one for longer rows."""
     if plan.form != "reduction":
         return [TILED if plan.form == TILED_FORM else POINTWISE]
     if not is_static(plan.rnumel):
-        return [LOOPED]  # a row of any length: R0_BLOCK steps with a masked tail
+        limit = config.persistent_reduction_max if not plan.outer else min(config.persistent_reduction_max, 1024)
+        return [PERSISTENT, LOOPED] if persistent_block(plan) <= limit else [LOOPED]
     r = next_pow2(max(plan.rnumel, 1))
     limit = config.persistent_reduction_max if not plan.outer else min(config.persistent_reduction_max, 1024)
     if r > limit:
