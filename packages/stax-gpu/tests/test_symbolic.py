@@ -92,6 +92,16 @@ def test_pointwise_one_module_for_every_size():
     assert "launch_0(x, t, buf0, (s0*s1), s0, s1)" in module.source
 
 
+def test_contiguous_dims_coalesce_into_one_flat_index():
+    """x + y over (s0, s1), both row-major: the two dims walk memory as one (stax.ir.coalesce_loops
+    compares the strides s1 == s1 * 1 as expressions): one digit, no division per element."""
+    x, y = inp("x", (s0, s1)), inp("y", (s0, s1))
+    g = sized(Graph((x, y), (pw("buf0", (s0, s1), op("add", load("x", s1 * i0 + i1, f32),
+                                                    load("y", s1 * i0 + i1, f32))),), ("buf0",)))
+    src = kernel_src(run_sizes(g), "triton_poi_fused_0")
+    assert "x0 = xindex" in src and "tl.load(in_ptr0 + (x0), xmask" in src and "//" not in src
+
+
 def _buckets(module) -> set:
     (launcher,) = launchers(generated_module(module))
     return set(launcher.choices)
