@@ -14,7 +14,24 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
-from gpu_testlib import DEVICE, as_numpy, check_outputs, config, f32, i0, i1, inp, kernel_src, make_inputs, pw, r0, red
+from gpu_testlib import (
+    DEVICE,
+    as_numpy,
+    check_outputs,
+    config,
+    f32,
+    i0,
+    i1,
+    i64,
+    inp,
+    kernel_src,
+    lay,
+    make_inputs,
+    pw,
+    r0,
+    r1,
+    red,
+)
 from stax.gpu import compile_schedule
 from stax.gpu.compile import generated_module, launchers
 from stax.gpu.symbolic import SymbolicUnsupported
@@ -22,7 +39,6 @@ from stax.gpu.testing import build_schedule
 from stax.ir import (
     ComputedBuffer,
     Graph,
-    Layout,
     Scatter,
     SizeVars,
     bind_graph,
@@ -35,6 +51,7 @@ from stax.ir import (
     outputs,
     size_var,
 )
+from stax.ir.index import var
 from stax.sched import GpuPolicy, schedule
 from test_reduction import layernorm_graph, softmax_graph
 
@@ -188,14 +205,64 @@ def test_sizes_are_required():
         module.call([x, t])
 
 
-def test_symbolic_scatter_raises_unsupported():
-    """What stax-gpu does not compile with symbolic sizes raises SymbolicUnsupported (the frontend runs
-    the graph eagerly, counted), never a kernel at the wrong size."""
-    body = Scatter((s0,), const(0.0, f32), (s0,), (r0,), (), load("x", r0, f32), "add")
-    g = sized(Graph((inp("x", (s0,)),), (ComputedBuffer("buf0", Layout.contiguous((s0,), f32, "cuda"), body),),
-                    ("buf0",)), SizeVars.of(s0=(2, INF, 8)))
-    with pytest.raises(SymbolicUnsupported, match="scatter"):
-        compile_schedule(schedule(g, GpuPolicy()), config=config())
+def test_embedding_backward_scatter_add():
+    """gw[ids[r0], r1] += 2 * grad[r0, r1] over s1 tokens and s0 rows of a (s0, 5) table (an embedding's
+    backward): the init kernel, then one atomic lane per token and column; the index bound is s0."""
+    T0, D = var("t", 0), 5
+    value = op("mul", load("grad", D * r0 + r1, f32), const(2.0, f32))
+    body = Scatter((s0, D), const(0.0, f32), (s1, D), (T0, r1), ((T0, load("ids", r0, i64), s0),), value, "add")
+    gw = ComputedBuffer("gw", lay((s0, D), f32), body)
+    g = sized(Graph((inp("grad", (s1, D)), inp("ids", (s1,), i64)), (gw,), ("gw",)))
+    module = run_sizes_scheduled(g, sizes=[(8, 16), (3, 40), (11, 2)], ids=(0, 3))
+    src = kernel_src(module, "triton_sca_fused_1")
+    assert "tl.atomic_add(" in src and "(tmp0 >= (s0))" in src  # the index checked against the s0 argument
+    assert src.count("triton_helpers.flag_error") == 1  # once: the coordinate is that checked index
+
+
+def test_index_put_set_symbolic():
+    """out = x; out[idx[r0]] = src[r0] with s1 points into s0 rows: unique indices (a 'set' race is eager's
+    too), bounds checked against s0 (a bad index raises)."""
+    T0 = var("t", 0)
+    body = Scatter((s0,), load("x", i0, f32), (s1,), (T0,), ((T0, load("idx", r0, i64), s0),),
+                   load("src", r0, f32), "set")
+    g = sized(Graph((inp("x", (s0,)), inp("idx", (s1,), i64), inp("src", (s1,))),
+                    (ComputedBuffer("out", lay((s0,), f32), body),), ("out",)))
+    module = compile_schedule(schedule(g, GpuPolicy()), config=config())
+    for n, m in ((8, 3), (20, 7)):
+        bound = bind_graph(g, {"s0": n, "s1": m})
+        idx = np.random.default_rng(n).permutation(n)[:m]
+        flats, tensors = make_inputs(bound, {"idx": idx})
+        got = as_numpy(module.call(list(tensors), (n, m))[0])
+        np.testing.assert_array_equal(got, outputs(bound, interpret(bound, flats))[0])
+    flats, tensors = make_inputs(bind_graph(g, {"s0": 4, "s1": 2}), {"idx": np.array([1, 4])})
+    with pytest.raises(IndexError, match="scatter index out of bounds"):
+        module.call(list(tensors), (4, 2))
+
+
+def run_sizes_scheduled(graph, sizes, **ranges):
+    """run_sizes with stax.sched's GPU schedule (a scatter needs its kernel kind)."""
+    module = compile_schedule(schedule(graph, GpuPolicy()), config=config())
+    names = [r.symbol.name for r in graph.size_vars.rows]
+    for k, values in enumerate(sizes):
+        bound = bind_graph(graph, dict(zip(names, values)))
+        local = {b: ((0, values[0]) if r == "s0" else r) for b, r in ranges.items()}
+        flats, tensors = make_inputs(bound, seed=k, **local)
+        got = [as_numpy(t) for t in module.call(list(tensors), tuple(values))]
+        for g, r in zip(got, outputs(bound, interpret(bound, flats))):
+            np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-6)  # (atomics: any order of adds)
+    return module
+
+
+def test_pointwise_split_into_symbolic_rows_raises_unsupported():
+    """A pointwise node over (s0, 6) fused with a reduction over 2*s0 rows of 3 would need its 6 split
+    into 2 x 3 against a symbolic row count: SymbolicUnsupported (the frontend runs the graph eagerly,
+    counted), never a kernel at the wrong size."""
+    x = inp("x", (s0, 6))
+    y = pw("buf0", (s0, 6), op("exp", load("x", 6 * i0 + i1, f32)))
+    s = red("buf1", (2 * s0,), (3,), "sum", load("buf0", 3 * i0 + r0, f32))
+    g = sized(Graph((x,), (y, s), ("buf1",)), SizeVars.of(s0=(2, INF, 8)))
+    with pytest.raises(SymbolicUnsupported, match="split"):
+        compile_schedule(build_schedule(g), config=config())
 
 
 def test_same_results_as_the_static_compile():

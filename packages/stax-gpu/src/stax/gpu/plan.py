@@ -29,7 +29,7 @@ from stax.sched.schedule import EXTERN
 
 from .config import GpuConfig
 from .indexing import texpr
-from .symbolic import is_static, size, symbols_of, upper_bound
+from .symbolic import SymbolicUnsupported, is_static, size, symbols_of, upper_bound
 
 log = logging.getLogger("stax.gpu")
 
@@ -173,6 +173,8 @@ def _dims(node: ComputedBuffer, role: str, n: int, r: int) -> tuple[list, list, 
         acc *= s
     if provably_equal(acc, n) and provably_equal(r, 1):
         return pv, [], {}
+    if not all(is_static(s) for _, s in pv) or not is_static(n):
+        raise SymbolicUnsupported(f"a pointwise node ({node.name}) split into a reduction's rows")
     raise NotImplementedError(
         f"stax-gpu: pointwise node {node.name} over {[s for _, s in pv]} cannot be split into "
         f"{n} rows of {r} elements to share a kernel with a reduction (Def 7.2)"
