@@ -205,15 +205,19 @@ def test_sizes_are_required():
         module.call([x, t])
 
 
-def test_embedding_backward_scatter_add():
-    """gw[ids[r0], r1] += 2 * grad[r0, r1] over s1 tokens and s0 rows of a (s0, 5) table (an embedding's
-    backward): the init kernel, then one atomic lane per token and column; the index bound is s0."""
-    T0, D = var("t", 0), 5
+def embedding_backward_graph(D: int = 5) -> Graph:
+    """gw[ids[r0], r1] += 2 * grad[r0, r1]: s1 tokens into the s0 rows of a (s0, D) table."""
+    T0 = var("t", 0)
     value = op("mul", load("grad", D * r0 + r1, f32), const(2.0, f32))
     body = Scatter((s0, D), const(0.0, f32), (s1, D), (T0, r1), ((T0, load("ids", r0, i64), s0),), value, "add")
     gw = ComputedBuffer("gw", lay((s0, D), f32), body)
-    g = sized(Graph((inp("grad", (s1, D)), inp("ids", (s1,), i64)), (gw,), ("gw",)))
-    module = run_sizes_scheduled(g, sizes=[(8, 16), (3, 40), (11, 2)], ids=(0, 3))
+    return sized(Graph((inp("grad", (s1, D)), inp("ids", (s1,), i64)), (gw,), ("gw",)))
+
+
+def test_embedding_backward_scatter_add():
+    """An embedding's backward over symbolic token and row counts: the init kernel, then one atomic lane
+    per token and column; the index bound is s0."""
+    module = run_sizes_scheduled(embedding_backward_graph(), sizes=[(8, 16), (3, 40), (11, 2)], ids=(0, 3))
     src = kernel_src(module, "triton_sca_fused_1")
     assert "tl.atomic_add(" in src and "(tmp0 >= (s0))" in src  # the index checked against the s0 argument
     assert src.count("triton_helpers.flag_error") == 1  # once: the coordinate is that checked index
