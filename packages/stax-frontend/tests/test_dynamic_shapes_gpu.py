@@ -198,3 +198,21 @@ def test_unsupported_symbolic_gpu_graph_runs_eagerly_counted(monkeypatch):
         torch.compile(f, backend="stax", dynamic=True)(_inputs((5, 3), 0))  # (the conftest's strict mode)
     chain = [info.value, info.value.__cause__, getattr(info.value, "inner_exception", None)]
     assert any(isinstance(e, GraphUnsupported) for e in chain) or "GraphUnsupported" in str(info.value)
+
+
+def test_bert_sequence_lengths():
+    """A transformers BertModel (sdpa attention: softmax over a symbolic key length, layer norms, addmm
+    and bmm externs) at three sequence lengths: one stax.gpu graph, results as eager's."""
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.BertConfig(vocab_size=128, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                  intermediate_size=64, max_position_embeddings=64, attn_implementation="sdpa")
+    torch.manual_seed(0)
+    model = transformers.BertModel(cfg).eval()
+    compiled = torch.compile(model, backend="stax", dynamic=True)
+    with torch.no_grad():
+        for k, seq in enumerate([8, 13, 30]):
+            ids = torch.randint(0, cfg.vocab_size, (2, seq), generator=torch.Generator().manual_seed(k))
+            want, got = model(input_ids=ids), compiled(input_ids=ids)
+            assert_same(got.last_hidden_state, want.last_hidden_state, rtol=1e-4, atol=1e-4)
+            assert_same(got.pooler_output, want.pooler_output, rtol=1e-4, atol=1e-4)
+    _all_on_gpu(metrics.snapshot(), 1)
