@@ -52,6 +52,10 @@ mean_graph = Y.sized(Graph((inp("x", (s0, s1)),), (
     R.red("buf0", (s0,), (s1,), "sum", load("x", s1 * i0 + Y.r0, f32)),
     pw("buf1", (s0,), op("truediv", load("buf0", i0, f32), Y.cast(Y.index_value(s1), f32)))), ("buf1",)))
 cases.append((mean_graph, None, cfg))  # a size as a number: tl.full([1, 1], s1, tl.int64)
+tdyn = SizeVars.of(s0=(2, float("inf"), 64), s1=(2, float("inf"), 64))
+ttile = Graph((inp("x", (s0, s1)), inp("y", (s1, s0))),
+              (pw("buf0", (s0, s1), op("add", load("x", s1 * i0 + i1, f32), load("y", i0 + s0 * i1, f32))),), ("buf0",))
+cases.append((dataclasses.replace(ttile, size_vars=tdyn), None, cfg))  # 2-D tiles on a flat grid (tl.cdiv)
 for graph, groups, c in cases:
     m = compile_schedule(build_schedule(graph, groups), config=c)
     for line in compile_module(m, graph):

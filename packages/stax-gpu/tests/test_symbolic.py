@@ -124,6 +124,23 @@ def _buckets(module) -> set:
     return set(launcher.choices)
 
 
+@pytest.mark.parametrize("store_along_y", [False, True], ids=["store-x", "store-y"])
+def test_transpose_add_tiles_on_a_flat_grid(store_along_y):
+    """x + y.t() over (s0, s1): loads disagree on the contiguous dim, so the kernel takes 2-D tiles (judged
+    at the hints); with symbolic tile counts one program id walks every tile (no y-grid limit to check),
+    x tiles inner, or y tiles inner when the output is stored along y. Sizes leave ragged tiles both ways."""
+    x, y = inp("x", (s0, s1)), inp("y", (s1, s0))
+    strides = (1, s0) if store_along_y else None
+    out = pw("buf0", (s0, s1), op("add", load("x", s1 * i0 + i1, f32), load("y", i0 + s0 * i1, f32)),
+             strides=strides)
+    g = sized(Graph((x, y), (out,), ("buf0",)), SizeVars.of(s0=(2, INF, 32), s1=(2, INF, 48)))
+    # (write_order would walk a y-major output's dims so that its store runs along x: off, to walk y tiles)
+    module = run_sizes(g, cfg=config(write_order=not store_along_y), sizes=[(32, 48), (17, 70), (70, 18), (2, 2)])
+    src = kernel_src(module, "triton_poi_fused_0")
+    assert "YBLOCK" in src and "pid = tl.program_id(0).to(tl.int64)" in src
+    assert ("ytiles = tl.cdiv(ynumel, YBLOCK)" in src) == store_along_y
+
+
 def test_row_sum_over_a_symbolic_dim():
     """Rows of any length: a persistent form for rows that fit R0_BLOCK (the hint's, 16), a looped one,
     whose r-loop runs to the r0_numel argument, for longer rows; both masked on their tails."""

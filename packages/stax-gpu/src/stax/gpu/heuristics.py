@@ -135,5 +135,7 @@ def grid(ks: KernelSource, cfg: LaunchConfig, values: tuple | None = None) -> tu
     gx = -(-numels["xnumel"] // b["XBLOCK"])
     if "ynumel" in numels:
         gy = -(-numels["ynumel"] // b["YBLOCK"])
+        if ks.flat:
+            return (gx * gy,)
         return (gy, gx) if ks.swap else (gx, gy)
     return (gx,)

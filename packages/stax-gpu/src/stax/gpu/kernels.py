@@ -40,6 +40,7 @@ class KernelSource:
     full: frozenset = frozenset()  # axes whose mask is all-true (every launch config divides the size)
     swap: bool = False  # tiled: program_id(0) walks y tiles (grid (y, x)) instead of x tiles
     size_args: tuple = ()  # size symbols taken as int parameters after the numels (symbolic shapes)
+    flat: bool = False  # tiled: one program_id walks every tile (a 1-D grid: symbolic tile counts)
 
     @property
     def symbolic(self) -> bool:
@@ -127,7 +128,17 @@ def write_pointwise(plan: KernelPlan, config: GpuConfig, errors: ErrorTable, nam
     int64 = plan.index_dtype == "int64"
     head = []
     swap = False
-    if tiled:
+    flat = tiled and plan.symbolic
+    if flat:
+        numels, blocks = (("ynumel", plan.ynumel), ("xnumel", plan.xnumel)), ("YBLOCK", "XBLOCK")
+        swap = config.tile_store_major and _stores_along_y(plan)
+        head += flat_tile_offsets(int64, swap)
+        head += ["yindex = yoffset + tl.arange(0, YBLOCK)[:, None]",
+                 _mask_line("y", "yindex < ynumel", "[YBLOCK, 1]", full),
+                 "xindex = xoffset + tl.arange(0, XBLOCK)[None, :]",
+                 _mask_line("x", "xindex < xnumel", "[1, XBLOCK]", full)]
+        head += axis_defs(plan, "y")
+    elif tiled:
         numels, blocks = (("ynumel", plan.ynumel), ("xnumel", plan.xnumel)), ("YBLOCK", "XBLOCK")
         swap = config.tile_store_major and _stores_along_y(plan) and plan.xnumel <= 65535 * 16
         head += [program_offset("y", 0 if swap else 1, "YBLOCK", int64),
@@ -145,7 +156,19 @@ def write_pointwise(plan: KernelPlan, config: GpuConfig, errors: ErrorTable, nam
     body = render_lines(em.top.lines, "    ")
     src = "\n".join([signature(name, em, numels, blocks, plan.size_args)] + ["    " + h for h in head] + body) + "\n"
     return KernelSource(name, TILED if tiled else POINTWISE, src, tuple(em.args), em.uses_err, numels, blocks, None,
-                        full, tiled and swap, plan.size_args)
+                        full, tiled and swap, plan.size_args, flat)
+
+
+def flat_tile_offsets(int64: bool, swap: bool) -> list[str]:
+    """Tile offsets from one program id (a 1-D grid of every tile: symbolic tile counts have no bound
+    to check against the y grid's 65535). Neighbouring programs walk x tiles, or y tiles with `swap`
+    (the store runs along y), as the 2-D grid's axis 0 does."""
+    pid = "tl.program_id(0)" + (".to(tl.int64)" if int64 else "")
+    if swap:
+        return [f"pid = {pid}", "ytiles = tl.cdiv(ynumel, YBLOCK)",
+                "yoffset = (pid % ytiles) * YBLOCK", "xoffset = (pid // ytiles) * XBLOCK"]
+    return [f"pid = {pid}", "xtiles = tl.cdiv(xnumel, XBLOCK)",
+            "yoffset = (pid // xtiles) * YBLOCK", "xoffset = (pid % xtiles) * XBLOCK"]
 
 
 def write_reduction(plan: KernelPlan, config: GpuConfig, errors: ErrorTable, name: str, looped: bool,

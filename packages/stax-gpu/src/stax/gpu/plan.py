@@ -29,7 +29,7 @@ from stax.sched.schedule import EXTERN
 
 from .config import GpuConfig
 from .indexing import texpr
-from .symbolic import SymbolicUnsupported, is_static, size, symbols_of, upper_bound
+from .symbolic import SymbolicUnsupported, hint, is_static, size, symbols_of, upper_bound
 
 log = logging.getLogger("stax.gpu")
 
@@ -394,15 +394,17 @@ def _rename(vars_, sizes, targets) -> dict:
 def _tile_split(plan: KernelPlan, xvars, exprs, xs, config: GpuConfig) -> int | None:
     """For pointwise kernels whose accesses disagree on the contiguous dimension
     (a transpose), split the dims into (y | x) so both sides get coalesced tiles."""
-    if plan.form != POINTWISE_FORM or not config.tile_2d or len(xvars) < 2 or not all(map(is_static, xs)):
-        return None  # (symbolic sizes: 1-D blocks; a tile split needs the sizes against the grid's limits)
+    if plan.form != POINTWISE_FORM or not config.tile_2d or len(xvars) < 2:
+        return None
     contig = {contiguous_dim(e, xvars) for e in exprs}
     inner = {c for c in contig if c is not None and c != len(xvars) - 1}
     if not inner or (len(xvars) - 1) not in contig:
         return None
     split = max(inner) + 1
-    ynumel = _prod(xs[:split])
-    if ynumel < 16 or _prod(xs[split:]) < 16 or ynumel > 65535 * 16:
+    ynumel, xnumel = _prod(xs[:split]), _prod(xs[split:])
+    if hint(ynumel, plan.size_hints) < 16 or hint(xnumel, plan.size_hints) < 16:
+        return None  # (symbolic sizes: judged at the hints; their tiles run on a 1-D grid, no y limit)
+    if is_static(ynumel) and ynumel > 65535 * 16:
         return None
     return split
 
