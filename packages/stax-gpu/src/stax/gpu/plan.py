@@ -123,9 +123,10 @@ class KernelPlan:
 
 def _prod(xs):
     """The product of sizes: an int when all are static, else a sympy expression."""
-    out = sympy.Integer(1)
+    xs = [size(x) for x in xs]
+    out = 1
     for x in xs:
-        out *= sympy.sympify(x)
+        out = out * x
     return size(out)
 
 

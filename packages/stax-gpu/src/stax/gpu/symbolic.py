@@ -27,11 +27,13 @@ class SymbolicUnsupported(NotImplementedError):
 
 
 def is_static(x) -> bool:
-    return isinstance(x, int) or sympify(x).is_Integer
+    return isinstance(x, int) or bool(sympify(x).is_Integer)
 
 
 def size(x):
     """A size as an int when static, else its sympy expression (sizes are never mixed up otherwise)."""
+    if isinstance(x, int):
+        return x
     e = sympify(x)
     return int(e) if e.is_Integer else e
 

@@ -159,7 +159,6 @@ class _Wrapper:
         self.emit(f"return ({outs})")
         return "\n".join(out + self.lines) + "\n"
 
-
     def bind_sizes(self) -> None:
         """`s0, s1, = sizes`, then the finite ends of their ranges checked."""
         names = self.size_names
