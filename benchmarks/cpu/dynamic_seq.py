@@ -53,15 +53,18 @@ def arms(fn) -> tuple[dict, dict]:
     return wrapped, counters
 
 
-def run_model(name: str, preset: str, lengths: list[int], batches: list[int], rounds: int, min_sample_s: float):
-    sample = R.build(name, preset)
-    fn, _, model = R.program(sample, train=False)
+def run_model(name: str, preset: str, lengths: list[int], batches: list[int], rounds: int, min_sample_s: float,
+              device: str = "cpu", sync=lambda: None):
+    """`device` / `sync`: where the model and inputs live and how to wait for it (benchmarks/gpu/dynamic_seq.py
+    runs this on cuda)."""
+    sample = R.build(name, preset, device)
+    fn, _, model = R.program(sample, train=False, device=device)
     vocab = model.config.vocab_size
     wrapped, counters = arms(fn)
     rows = []
     for batch in batches:
         for length in lengths:
-            ids = torch.randint(0, vocab, (batch, length), generator=torch.Generator().manual_seed(length))
+            ids = torch.randint(0, vocab, (batch, length), generator=torch.Generator().manual_seed(length)).to(device)
             first, ref = {}, fn(ids)
             for a, f in wrapped.items():
                 t0 = time.perf_counter()
@@ -69,8 +72,8 @@ def run_model(name: str, preset: str, lengths: list[int], batches: list[int], ro
                 first[a] = time.perf_counter() - t0
                 torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4)  # (BERT/GPT-2 fp32 through matmuls)
             calls = {a: (lambda f=f, ids=ids: f(ids)) for a, f in wrapped.items()}
-            inner = {a: calibrate(c, min_sample_s) for a, c in calls.items()}
-            samples = interleaved(calls, rounds, inner)
+            inner = {a: calibrate(c, min_sample_s, sync) for a, c in calls.items()}
+            samples = interleaved(calls, rounds, inner, sync)
             med = {a: statistics.median(s) for a, s in samples.items()}
             rows.append({"batch": batch, "length": length, "ms": {a: 1e3 * v for a, v in med.items()},
                          "first_s": first, "graphs": {a: c.graphs for a, c in counters.items()}})
@@ -80,12 +83,14 @@ def run_model(name: str, preset: str, lengths: list[int], batches: list[int], ro
             "graphs": {a: c.graphs for a, c in counters.items()}}
 
 
-def markdown(results: list[dict], args) -> str:
-    cpu = platform.processor() or platform.machine()
-    lines = ["# Dynamic shapes on CPU: BERT / GPT-2 over sequence lengths (`benchmarks/cpu/dynamic_seq.py`)", "",
-             f"torch {torch.__version__}, {torch.get_num_threads()} threads, {cpu}; "
+def markdown(results: list[dict], args, device: str = "CPU", script: str = "benchmarks/cpu/dynamic_seq.py",
+             codegen: str = "stax.cpu") -> str:
+    where = (f"{torch.get_num_threads()} threads, {platform.processor() or platform.machine()}" if device == "CPU"
+             else device)
+    lines = [f"# Dynamic shapes on {device}: BERT / GPT-2 over sequence lengths (`{script}`)", "",
+             f"torch {torch.__version__}, {where}; "
              f"preset `{args.preset}`, {args.rounds} interleaved rounds per size; inference, fp32.", "",
-             "Speed is eager's median time over the arm's (> 1: faster than eager). `stax dynamic` runs stax.cpu's",
+             f"Speed is eager's median time over the arm's (> 1: faster than eager). `stax dynamic` runs {codegen}'s",
              "symbolic-size kernels; `stax static` compiles each size.", ""]
     for res in results:
         lines += [f"## {res['model']} ({res['shape'].split(' x ')[0]} at the preset; here the sizes below)", "",

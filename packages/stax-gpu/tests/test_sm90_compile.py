@@ -39,8 +39,23 @@ cases = [
     (S.scan_graph("logcumsumexp", 8, 100), None, cfg),
     (I.embedding_graph(), None, cfg),
 ]
-import test_reduction
-g_wf = None
+# symbolic sizes (dynamic shapes): size and element-count arguments, unspecialized, int64 indices
+import dataclasses
+from stax.ir import SizeVars, size_var
+s0, s1 = size_var("s0"), size_var("s1")
+dyn = SizeVars.of(s0=(2, float("inf"), 8), s1=(2, float("inf"), 300))
+for g in (R.softmax_graph(s0, s1), R.layernorm_graph(s0, s1), R.softmax_graph(s0, 300)):
+    cases.append((dataclasses.replace(g, size_vars=dyn), None, cfg))
+import test_symbolic as Y
+cases.append((Y.sized(Y.pointwise_graph()), None, cfg))  # digits x // s1, an unbounded int64 index
+mean_graph = Y.sized(Graph((inp("x", (s0, s1)),), (
+    R.red("buf0", (s0,), (s1,), "sum", load("x", s1 * i0 + Y.r0, f32)),
+    pw("buf1", (s0,), op("truediv", load("buf0", i0, f32), Y.cast(Y.index_value(s1), f32)))), ("buf1",)))
+cases.append((mean_graph, None, cfg))  # a size as a number: tl.full([1, 1], s1, tl.int64)
+tdyn = SizeVars.of(s0=(2, float("inf"), 64), s1=(2, float("inf"), 64))
+ttile = Graph((inp("x", (s0, s1)), inp("y", (s1, s0))),
+              (pw("buf0", (s0, s1), op("add", load("x", s1 * i0 + i1, f32), load("y", i0 + s0 * i1, f32))),), ("buf0",))
+cases.append((dataclasses.replace(ttile, size_vars=tdyn), None, cfg))  # 2-D tiles on a flat grid (tl.cdiv)
 for graph, groups, c in cases:
     m = compile_schedule(build_schedule(graph, groups), config=c)
     for line in compile_module(m, graph):
@@ -61,6 +76,11 @@ wf = Graph((inp("x", (4, 1)), inp("y", (4, 1))), (R.red("buf0", (4, 1), (1,), "w
 ptx = []
 compile_module(compile_schedule(build_schedule(wf, None), config=cfg), wf, ptx=ptx)
 assert ptx and not any("fma.rn.f32" in p for p in ptx), [p for p in ptx if "fma" in p][:1]
+# a symbolic scatter kernel (an embedding's backward): atomic adds at indices checked against s0
+from stax.sched import GpuPolicy, schedule
+emb = Y.embedding_backward_graph()
+for line in compile_module(compile_schedule(schedule(emb, GpuPolicy()), config=cfg), emb):
+    print(line, flush=True)
 try:
     compile_module(m, R.example_7_2(), arch=80)
     raise SystemExit("a PDL module compiled for sm_80")
@@ -79,5 +99,5 @@ def test_kernels_compile_for_sm90(tmp_path):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-6000:]
     lines = r.stdout.splitlines()
     assert any(ln.startswith("pdl-check") for ln in lines), lines
-    for name in ("triton_per_fused_0", "triton_red_fused_0", "triton_poi_fused_0"):
+    for name in ("triton_per_fused_0", "triton_red_fused_0", "triton_poi_fused_0", "triton_sca_fused_1"):
         assert any(ln.startswith(name) for ln in lines), lines

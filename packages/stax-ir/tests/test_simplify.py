@@ -193,3 +193,36 @@ def test_memory_order_recovers_a_permuted_layout(perm):
     index = sum(s * v for s, v in zip(strides, vs)) + 7
     assert memory_order(index, vs) == list(perm)
     assert memory_order(FloorDiv(vs[0], 2) + vs[1], vs) is None
+
+
+def test_symbolic_sizes_merge_by_the_affine_rule():
+    """Symbolic sizes: s1*i0 + i1 over (s0, s1) is one loop of s0*s1 (strides compared as expressions);
+    a broadcast read of i0 keeps two loops; a static size-1 loop drops; a FloorDiv keeps the nest."""
+    from stax.ir import size_var
+
+    s0, s1 = size_var("s0"), size_var("s1")
+    m = coalesce_loops((s0, s1), [s1 * i0 + i1], (i0, i1))
+    assert (m.sizes, m.exprs, m.groups) == ((s0 * s1,), (c0,), ((0, 1),))
+    assert m.reindex == {i0: FloorDiv(c0, s1), i1: ModularIndexing(c0, 1, s1)}
+    m = coalesce_loops((s0, s1), [s1 * i0 + i1, i0], (i0, i1))
+    assert m.sizes == (s0, s1) and m.exprs == (s1 * c0 + c1, c0)
+    m = coalesce_loops((s0, 1, 8), [8 * i0 + i2 + 3, 5 * i1], (i0, i1, i2))
+    assert m.sizes == (8 * s0,) and m.exprs == (c0 + 3, 0) and m.reindex[i1] == 0
+    m = coalesce_loops((s0, 8), [8 * i0 + FloorDiv(i1, 2)], (i0, i1))
+    assert m.sizes == (s0, 8) and m.groups == ((0,), (1,))
+
+
+def test_symbolic_digits_recombine():
+    """The digits coalesce_loops gives merged symbolic loops read back as the merged index: s1*(c // s1)
+    + c % s1 == c, three digits of (s0, s1, s2) likewise; a coefficient that is not the modulus stays."""
+    from stax.ir import size_var
+
+    s0, s1, s2 = size_var("s0"), size_var("s1"), size_var("s2")
+    ranges = {c0: s0 * s1 * s2}
+    assert simplify_index(s1 * FloorDiv(c0, s1) + ModularIndexing(c0, 1, s1), ranges) == c0
+    three = s1 * s2 * FloorDiv(c0, s1 * s2) + s2 * ModularIndexing(c0, s2, s1) + ModularIndexing(c0, 1, s2)
+    assert simplify_index(three, ranges) == c0
+    assert simplify_index(s2 * ModularIndexing(c0, s2, s1) + ModularIndexing(c0, 1, s2) + 5, ranges) == \
+        ModularIndexing(c0, 1, s1 * s2) + 5
+    kept = s0 * FloorDiv(c0, s1) + ModularIndexing(c0, 1, s1)
+    assert simplify_index(kept, ranges) == kept

@@ -14,6 +14,7 @@ import stax.cpu
 import torch
 
 from .config import Config
+from .errors import GraphUnsupported
 from .extern_table import kernel_table
 from .graph_lowering import LoweredGraph
 from .phases import PhaseClock
@@ -62,7 +63,10 @@ def _build_gpu(lowered: LoweredGraph, schedule, cfg: Config, device, extern, clo
     config = stax.gpu.GpuConfig.from_env(device=str(device if device is not None else "cuda"), **dict(cfg.gpu_options))
     # stax.gpu generates, builds and autotunes in one call: one phase here (not yet split)
     with clock.phase("gpu"):
-        return Built(stax.gpu.compile_schedule(schedule, extern_kernels=extern, config=config), None)
+        try:
+            return Built(stax.gpu.compile_schedule(schedule, extern_kernels=extern, config=config), None)
+        except stax.gpu.SymbolicUnsupported as e:  # a symbolic-size graph stax.gpu cannot compile yet: eager
+            raise GraphUnsupported(str(e), cause=e.cause) from e
 
 
 BUILDERS = {CPU: _build_cpu, GPU: _build_gpu}  # per target: schedule -> module

@@ -426,9 +426,6 @@ class GraphLowering:
             else:
                 raise GraphUnsupported(f"FX node kind {node.op} ({node.target})")
         self.current = None
-        if self.symbols and self.target != CPU:
-            raise GraphUnsupported("symbolic shapes are not supported by stax.gpu yet (CPU graphs are)",
-                                   cause="symbolic shapes on stax.gpu")
         return self._outputs(out_node)
 
     # ---- outputs -------------------------------------------------------------

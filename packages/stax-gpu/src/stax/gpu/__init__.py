@@ -6,7 +6,8 @@ and `GpuConfig`. Set TRITON_INTERPRET=1 before importing to run kernels on CPU t
 
 from .compile import WRAPPER_NAMES, WRAPPER_PREFIXES, compile_schedule
 from .config import GpuConfig
+from .symbolic import SymbolicUnsupported
 
 __version__ = "0.1.0"
 
-__all__ = ["WRAPPER_NAMES", "WRAPPER_PREFIXES", "GpuConfig", "compile_schedule"]
+__all__ = ["WRAPPER_NAMES", "WRAPPER_PREFIXES", "GpuConfig", "SymbolicUnsupported", "compile_schedule"]

@@ -32,7 +32,9 @@ from .kernels import variants, with_pdl, write_kernel
 from .plan import EXTERN_FORM, plan_kernels
 from .runtime import ErrorFlag, KernelLauncher, allocator_for
 from .scatter import plan_with_scatters, scatter_kernel_set, split_scatters
+from .sized_launch import SizedLauncher
 from .split import split_reductions
+from .symbolic import hint, is_static
 from .wrapper import generate_wrapper
 
 log = logging.getLogger("stax.gpu")
@@ -55,7 +57,8 @@ from stax.gpu.runtime import (
 # What the generated module binds besides the IR's buffer names (PRELUDE's imports, the load-time
 # globals, kernels and launchers): a graph input named so would shadow it; callers keep clear
 WRAPPER_NAMES = frozenset({"torch", "triton", "tl", "libdevice", "triton_helpers", "check_inputs", "empty_strided",
-                           "extern_call", "reinterpret", "DEVICE", "GRAPH", "ERRORS", "call", "args", "err"})
+                           "extern_call", "reinterpret", "DEVICE", "GRAPH", "ERRORS", "call", "args", "err",
+                           "sizes"})
 WRAPPER_PREFIXES = ("launch_", "EXTERN_", "CONSTANTS_", "triton_")
 
 
@@ -93,23 +96,37 @@ def kernel_set(plan, config: GpuConfig, errors: ErrorTable) -> tuple[list, list]
     """The kernel variants of one plan and the launch configs to race (heuristic first)."""
     vs = [write_kernel(plan, config, errors, v) for v in variants(plan, config)]
     cands = [c for ks in vs for c in candidates(plan, ks, config)]
+    bucketed = not is_static(plan.rnumel) and len(vs) > 1  # persistent / looped by each call's row length
     if not (config.autotune and not config.interpret) and config.autotuner is None:
-        cands = cands[:1]
-    elif plan.xnumel * plan.ynumel * max(plan.rnumel, 1) < config.autotune_min_elements:
+        cands = _firsts(cands) if bucketed else cands[:1]
+    elif (hint(plan.xnumel, plan.size_hints) * hint(plan.ynumel, plan.size_hints)
+          * max(hint(plan.rnumel, plan.size_hints), 1) < config.autotune_min_elements):  # (at the size hints)
         # launch-bound: no config can win back what compiling and timing the others costs
-        vs = [ks for ks in vs if ks.variant == cands[0].variant]
-        cands = cands[:1]
+        if bucketed:
+            cands = _firsts(cands)
+        else:
+            vs = [ks for ks in vs if ks.variant == cands[0].variant]
+            cands = cands[:1]
     if config.static_masks:
         vs = [_full_masks(plan, ks, [c for c in cands if c.variant == ks.variant], config, errors) for ks in vs]
     return vs, cands
 
 
+def _firsts(cands: list) -> list:
+    """The first (heuristic) candidate of each variant."""
+    seen: dict = {}
+    for c in cands:
+        seen.setdefault(c.variant, c)
+    return list(seen.values())
+
+
 def _full_masks(plan, ks, cands, config: GpuConfig, errors: ErrorTable):
-    """`ks` regenerated with all-true masks on the axes every candidate's block divides."""
+    """`ks` regenerated with all-true masks on the axes every candidate's block divides (a symbolic
+    size divides nothing provably: its axis keeps its mask)."""
     sizes = {"YBLOCK": ("y", plan.ynumel), "XBLOCK": ("x", plan.xnumel), "R0_BLOCK": ("r", plan.rnumel)}
     full = frozenset(
         axis for block, (axis, n) in sizes.items()
-        if cands and all(block in c.kwargs() and n % c.kwargs()[block] == 0 for c in cands)
+        if cands and is_static(n) and all(block in c.kwargs() and n % c.kwargs()[block] == 0 for c in cands)
     )
     return write_kernel(plan, config, errors, ks.variant, full) if full else ks
 
@@ -122,6 +139,7 @@ def compile_schedule(schedule, *, extern_kernels=None, config: GpuConfig | None 
     ExternKernel nodes call `extern_kernels[node.kernel](*inputs, **constants)`.
     """
     config = config or GpuConfig.from_env()
+    symbolic = bool(schedule.graph.size_vars)
     pool = _compile_pool(config)
     if pool is not None:
         pool.warm_up()  # workers start while the kernels are generated: they need seconds to import
@@ -173,10 +191,12 @@ def compile_schedule(schedule, *, extern_kernels=None, config: GpuConfig | None 
         if p.empty:
             continue
         vs, cands = launch[p.index]
-        # the candidates are part of the key: a config variant with other candidates re-tunes
-        key = autotune_key([ks.src for ks in vs] + [c.key() for c in cands], (p.xnumel, p.ynumel, p.rnumel), dev_name,
-                           triton.__version__)
-        launcher = KernelLauncher(
+        # the candidates are part of the key: a config variant with other candidates re-tunes. A symbolic
+        # kernel's key names its size expressions: one choice (made at the first call's sizes) serves all
+        key = autotune_key([ks.src for ks in vs] + [c.key() for c in cands],
+                           tuple(str(n) for n in (p.xnumel, p.ynumel, p.rnumel)), dev_name, triton.__version__)
+        sized = {"n_numels": len(vs[0].numels), "n_sizes": len(vs[0].size_args)} if vs[0].symbolic else {}
+        launcher = (SizedLauncher if sized else KernelLauncher)(
             vs[0].name,
             {ks.variant: (ks, getattr(module, ks.name)) for ks in vs},
             cands,
@@ -185,6 +205,7 @@ def compile_schedule(schedule, *, extern_kernels=None, config: GpuConfig | None 
             n_in=len(p.loads),
             n_out=len(p.stores),
             options=kernel_options(p, options, config),
+            **sized,
         )
         setattr(module, f"launch_{p.index}", launcher)
         names.append(" / ".join(ks.name for ks in vs))
@@ -192,7 +213,7 @@ def compile_schedule(schedule, *, extern_kernels=None, config: GpuConfig | None 
     if pool is not None:
         _precompile(pool, module, schedule.graph, autotuner)
     call = module.call
-    why_not = why_not_graphed(config, plans, module.ERRORS, _allocated_bytes(schedule))
+    why_not = why_not_graphed(config, plans, module.ERRORS, 0 if symbolic else _allocated_bytes(schedule), symbolic)
     if why_not is None:
         call = GraphedCall(call, module.__name__, errors=module.ERRORS or None,
                            instances=config.cuda_graph_instances, keys=config.cuda_graph_keys,
@@ -247,6 +268,8 @@ def _precompile(pool, module, graph, autotuner) -> None:
     target = ("cuda", major * 10 + minor, 32)
     tuned = getattr(autotuner, "cached_choice", None)
     for launcher in launchers(module):
+        if getattr(launcher, "sized", False):
+            continue  # (call-time sizes: the JIT compiles it at its first launch)
         cands = launcher.candidates
         hit = tuned(launcher.key, cands) if tuned is not None and len(cands) > 1 else None
         for cfg in [hit] if hit is not None else cands:  # a tuned choice on disk: only it will be launched
@@ -281,10 +304,15 @@ def _allocated_bytes(schedule) -> int:
     return sum(schedule.graph.buffer_layout(ev.buffer).nbytes() for ev in schedule.memory.events if ev.kind == ALLOC)
 
 
-def why_not_graphed(config: GpuConfig, plans, errors, allocated: int = 0) -> str | None:
+def why_not_graphed(config: GpuConfig, plans, errors, allocated: int = 0, symbolic: bool = False) -> str | None:
     """None when the module's wrapper may be replayed as a CUDA graph (graphs.py), else why not."""
     if not config.cuda_graphs:
         return "off"
+    if symbolic:
+        # a capture bakes in this call's sizes (kernel arguments, grids, allocations): keyed by the
+        # sizes it would be correct, but every size tuple would capture and keep its own memory pool,
+        # and calls whose sizes vary (sequence lengths) seldom repeat addresses and sizes together
+        return "its sizes are call-time values (symbolic shapes)"
     if (config.interpret or not config.device.startswith("cuda")) and graphs.BACKEND is graphs.CudaGraphs:
         return "not a cuda module"  # a stand-in backend (host_graphs) graphs modules anywhere
     if any(p.form == EXTERN_FORM and p.extern.fallback for p in plans):

@@ -166,8 +166,11 @@ class Emitter:
         if isinstance(n, IndexValue):
             idx = self.plan.simplify(n.index.xreplace(p.subs))
             axes = axes_of(idx, self.axis_of)
-            if not axes:
+            if not axes and idx.is_Integer:
                 return V(literal(int(idx), n.dtype), n.dtype, frozenset(), literal=True)
+            if not axes:  # a size used as a number (a mean's count): the kernel's size arguments
+                return self.new(f"tl.full({self.one_shape}, {texpr(idx)}, {compute_triton_dtype(n.dtype)})",
+                                n.dtype, frozenset())
             return self.new(f"({texpr(idx)}).to({compute_triton_dtype(n.dtype)})", n.dtype, axes)
         if isinstance(n, Load):
             return self.load(n, p, memo)
@@ -232,12 +235,12 @@ class Emitter:
         for (sym, v, bound), need in zip(ld.indirect, needed):
             iv = self.tensor(memo[id(v)])
             if need and self.config.bounds_check == "flag":
-                bad = f"({iv.src} < 0) | ({iv.src} >= {int(bound)})"
+                bad = f"({iv.src} < 0) | ({iv.src} >= {_bound(bound)})"
                 if value_mask is not None:
                     bad = f"({bad}) & {self.tensor(value_mask).src}"
                 msg = f"indirect index out of bounds reading {ld.buffer}: not in [0, {bound})"
                 self.flag(bad, iv.axes, "IndexError", msg, poisoned=ld.dtype.is_floating)
-                ok = f"({iv.src} >= 0) & ({iv.src} < {int(bound)})"
+                ok = f"({iv.src} >= 0) & ({iv.src} < {_bound(bound)})"
                 in_range.append(ok)
                 iv = self.new(f"tl.where({ok}, {iv.src}, 0)", iv.dtype, iv.axes)
             self.axis_of[iv.src] = set(iv.axes)
@@ -355,6 +358,12 @@ class Emitter:
         val = store_cast(v.src, v.dtype, p.node.layout.dtype, self.config.math)
         m = self.mask(axes)
         self.line(f"tl.store({ptr}, {val}{', ' + m if m else ''})")
+
+
+def _bound(bound) -> str:
+    """An indirect index's bound as a Triton operand (a size expression with symbolic shapes)."""
+    b = sympy.sympify(bound)
+    return str(int(b)) if b.is_Integer else parenthesize(texpr(b))
 
 
 def _node_ranges(node) -> dict:

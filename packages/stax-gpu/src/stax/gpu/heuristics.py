@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from .config import GpuConfig
 from .kernels import LOOPED, PERSISTENT, TILED, KernelSource, next_pow2
 from .plan import KernelPlan
+from .symbolic import hint
 
 # (YBLOCK, XBLOCK, num_warps) of 2-D tiles, raced in this order up to max_autotune_configs (the
 # first is kept unless another wins by the tuner's margin): 64x64 with 8 warps, Inductor's choice
@@ -53,8 +54,9 @@ def _dedupe(cands: list[LaunchConfig], limit: int) -> list[LaunchConfig]:
 
 
 def candidates(plan: KernelPlan, ks: KernelSource, config: GpuConfig) -> list[LaunchConfig]:
-    """Launch configs for one kernel variant, heuristic choice first."""
-    xn = max(plan.xnumel, 1)
+    """Launch configs for one kernel variant, heuristic choice first. Symbolic sizes are taken at
+    their hints: a block is correct for every size (masked tails), only its speed depends on them."""
+    xn = max(hint(plan.xnumel, plan.size_hints), 1)
     xcap = _grid_cap(plan, xn, config)
     if ks.variant == PERSISTENT:
         raw = _persistent(plan, ks.r0_block, xn, config)
@@ -62,14 +64,14 @@ def candidates(plan: KernelPlan, ks: KernelSource, config: GpuConfig) -> list[La
         cands = [LaunchConfig(ks.variant, (("XBLOCK", fix(x)),), w) for x, w in raw]
     elif ks.variant == LOOPED:
         rcap = config.r0_block_cap
-        rn = next_pow2(max(plan.rnumel, 1))
+        rn = next_pow2(max(hint(plan.rnumel, plan.size_hints), 1))
         cands = [
             LaunchConfig(ks.variant, (("XBLOCK", _cap(min(x, next_pow2(xn)), xcap)),
                                       ("R0_BLOCK", _cap(min(r, rn), rcap))), w)
             for x, r, w in _looped(plan, config)
         ]
     elif ks.variant == TILED:
-        yn = max(plan.ynumel, 1)
+        yn = max(hint(plan.ynumel, plan.size_hints), 1)
         cands = [
             LaunchConfig(ks.variant, (("YBLOCK", _cap(min(y, next_pow2(yn)), xcap)),
                                       ("XBLOCK", _cap(min(x, next_pow2(xn)), xcap))), w)
@@ -116,7 +118,7 @@ def _looped(plan: KernelPlan, config: GpuConfig) -> list[tuple[int, int, int]]:
         return [(8, 64, 4)]
     if plan.outer:
         return [(64, 16, 4), (128, 8, 4), (32, 32, 4), (64, 32, 8)]
-    if plan.xnumel <= 8:
+    if hint(plan.xnumel, plan.size_hints) <= 8:
         # a handful of rows (a loss mean over 16384 rows): each program walks its whole row
         # and is latency-bound, so take as much of the row per step as registers allow
         return [(1, 8192, 16), (1, 4096, 16), (1, 16384, 32), (1, 2048, 8)]
@@ -124,13 +126,16 @@ def _looped(plan: KernelPlan, config: GpuConfig) -> list[tuple[int, int, int]]:
     return [(1, 2048, 8), (1, 2048, 16), (1, 4096, 16), (1, 1024, 4)]
 
 
-def grid(ks: KernelSource, cfg: LaunchConfig) -> tuple:
+def grid(ks: KernelSource, cfg: LaunchConfig, values: tuple | None = None) -> tuple:
     """Program-instance grid: axis 0 walks x blocks (2^31 limit), axis 1 y blocks
-    (swapped for tiled kernels with ks.swap)."""
-    numels = dict(ks.numels)
+    (swapped for tiled kernels with ks.swap). `values`: the numels of this call (symbolic
+    shapes), in ks.numels' order; else ks.numels' static values."""
+    numels = dict(ks.numels) if values is None else {n: v for (n, _), v in zip(ks.numels, values)}
     b = cfg.kwargs()
     gx = -(-numels["xnumel"] // b["XBLOCK"])
     if "ynumel" in numels:
         gy = -(-numels["ynumel"] // b["YBLOCK"])
+        if ks.flat:
+            return (gx * gy,)
         return (gy, gx) if ks.swap else (gx, gy)
     return (gx,)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import sympy
 from stax.ir.index import sympify
 from stax.ir.index_printer import IndexPrinter
+from stax.ir.sizevars import SizeVar
 
 
 class TritonPrinter(IndexPrinter):
@@ -49,8 +50,10 @@ def texpr(e) -> str:
 
 
 def axes_of(e, axis_of: dict) -> frozenset:
-    """The program axes ('x', 'y', 'r') an index depends on; unknown symbols count as all."""
+    """The program axes ('x', 'y', 'r') an index depends on; unknown symbols count as all, size
+    symbols (one value per call: kernel arguments) as none."""
     out = set()
     for s in sympify(e).free_symbols:
-        out |= axis_of.get(s.name, {"x", "y", "r"})
+        if not isinstance(s, SizeVar):
+            out |= axis_of.get(s.name, {"x", "y", "r"})
     return frozenset(out)

@@ -19,6 +19,7 @@ from .config import GpuConfig
 from .emit import Emitter, ErrorTable, Scope
 from .plan import REDUCTION, SCAN, TILED_FORM, XR, KernelPlan, X, contiguous_dim
 from .reductions import LoopAccumulators, persistent_reduction, persistent_scan
+from .symbolic import hint, is_static
 from .triton_ops import compute_triton_dtype, literal
 
 PERSISTENT, LOOPED, POINTWISE, TILED = "persistent", "looped", "pointwise", "tiled"
@@ -33,20 +34,28 @@ class KernelSource:
     src: str
     args: tuple  # buffer names bound to the pointer parameters, in order
     uses_err: bool
-    numels: tuple  # (name, value) of the size parameters, in order
+    numels: tuple  # (name, value) of the element-count parameters, in order (values: int or size expression)
     blocks: tuple  # tunable constexpr block names, in order
     r0_block: int | None = None  # fixed R0_BLOCK of a persistent reduction
     full: frozenset = frozenset()  # axes whose mask is all-true (every launch config divides the size)
     swap: bool = False  # tiled: program_id(0) walks y tiles (grid (y, x)) instead of x tiles
+    size_args: tuple = ()  # size symbols taken as int parameters after the numels (symbolic shapes)
+    flat: bool = False  # tiled: one program_id walks every tile (a 1-D grid: symbolic tile counts)
+
+    @property
+    def symbolic(self) -> bool:
+        """Are element counts or sizes call-time values (symbolic shapes)? Then the caller passes them."""
+        return bool(self.size_args) or not all(is_static(v) for _, v in self.numels)
 
 
 def next_pow2(n: int) -> int:
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
 
 
-def render_lines(scope_lines: list, indent: str, r_numel: int | None = None) -> list[str]:
+def render_lines(scope_lines: list, indent: str, r_numel: int | str | None = None) -> list[str]:
     """Kernel body lines; an r-loop runs to the literal `r_numel`: a trip count known when
-    Triton compiles lets it unroll the loop and keep both halves' loads in flight."""
+    Triton compiles lets it unroll the loop and keep both halves' loads in flight (a symbolic
+    row length: to the `r0_numel` argument)."""
     out = []
     for item in scope_lines:
         if isinstance(item, Scope):
@@ -59,10 +68,26 @@ def render_lines(scope_lines: list, indent: str, r_numel: int | None = None) -> 
     return out
 
 
-def signature(name: str, em: Emitter, numels: tuple, blocks: tuple) -> str:
+def signature(name: str, em: Emitter, numels: tuple, blocks: tuple, size_args: tuple = ()) -> str:
+    """The kernel's header. Call-time sizes (symbolic numels, size symbols) are not specialized:
+    Triton would otherwise compile one binary per divisibility-by-16 pattern of their values."""
     params = [em.args[b] for b in em.args] + (["err_ptr"] if em.uses_err else [])
-    params += [n for n, _ in numels] + [f"{b}: tl.constexpr" for b in blocks]
-    return f"@triton.jit\ndef {name}({', '.join(params)}):"
+    params += [n for n, _ in numels] + list(size_args) + [f"{b}: tl.constexpr" for b in blocks]
+    dyn = [n for n, v in numels if not is_static(v)] + list(size_args)
+    deco = f"@triton.jit(do_not_specialize={dyn!r})" if dyn else "@triton.jit"
+    return f"{deco}\ndef {name}({', '.join(params)}):"
+
+
+def widen_sizes(plan: KernelPlan) -> list[str]:
+    """Head lines of a 64-bit kernel: its size arguments as int64 (Triton passes values below 2^31 as
+    int32, and a product of sizes alone, `s0*s1`, would be computed in 32 bits)."""
+    if plan.index_dtype != "int64":
+        return []
+    return [f"{s} = {s}.to(tl.int64)" for s in plan.size_args]
+
+
+def _trip_count(rn):
+    return rn if is_static(rn) else "r0_numel"
 
 
 def axis_defs(plan: KernelPlan, axis: str) -> list[str]:
@@ -103,7 +128,17 @@ def write_pointwise(plan: KernelPlan, config: GpuConfig, errors: ErrorTable, nam
     int64 = plan.index_dtype == "int64"
     head = []
     swap = False
-    if tiled:
+    flat = tiled and plan.symbolic
+    if flat:
+        numels, blocks = (("ynumel", plan.ynumel), ("xnumel", plan.xnumel)), ("YBLOCK", "XBLOCK")
+        swap = config.tile_store_major and _stores_along_y(plan)
+        head += flat_tile_offsets(int64, swap)
+        head += ["yindex = yoffset + tl.arange(0, YBLOCK)[:, None]",
+                 _mask_line("y", "yindex < ynumel", "[YBLOCK, 1]", full),
+                 "xindex = xoffset + tl.arange(0, XBLOCK)[None, :]",
+                 _mask_line("x", "xindex < xnumel", "[1, XBLOCK]", full)]
+        head += axis_defs(plan, "y")
+    elif tiled:
         numels, blocks = (("ynumel", plan.ynumel), ("xnumel", plan.xnumel)), ("YBLOCK", "XBLOCK")
         swap = config.tile_store_major and _stores_along_y(plan) and plan.xnumel <= 65535 * 16
         head += [program_offset("y", 0 if swap else 1, "YBLOCK", int64),
@@ -117,17 +152,29 @@ def write_pointwise(plan: KernelPlan, config: GpuConfig, errors: ErrorTable, nam
         numels, blocks = (("xnumel", plan.xnumel),), ("XBLOCK",)
         head += [program_offset("x", 0, "XBLOCK", int64), "xindex = xoffset + tl.arange(0, XBLOCK)[:]",
                  _mask_line("x", "xindex < xnumel", "[XBLOCK]", full)]
-    head += axis_defs(plan, "x")
+    head = widen_sizes(plan) + head + axis_defs(plan, "x")
     body = render_lines(em.top.lines, "    ")
-    src = "\n".join([signature(name, em, numels, blocks)] + ["    " + h for h in head] + body) + "\n"
+    src = "\n".join([signature(name, em, numels, blocks, plan.size_args)] + ["    " + h for h in head] + body) + "\n"
     return KernelSource(name, TILED if tiled else POINTWISE, src, tuple(em.args), em.uses_err, numels, blocks, None,
-                        full, tiled and swap)
+                        full, tiled and swap, plan.size_args, flat)
+
+
+def flat_tile_offsets(int64: bool, swap: bool) -> list[str]:
+    """Tile offsets from one program id (a 1-D grid of every tile: symbolic tile counts have no bound
+    to check against the y grid's 65535). Neighbouring programs walk x tiles, or y tiles with `swap`
+    (the store runs along y), as the 2-D grid's axis 0 does."""
+    pid = "tl.program_id(0)" + (".to(tl.int64)" if int64 else "")
+    if swap:
+        return [f"pid = {pid}", "ytiles = tl.cdiv(ynumel, YBLOCK)",
+                "yoffset = (pid % ytiles) * YBLOCK", "xoffset = (pid // ytiles) * XBLOCK"]
+    return [f"pid = {pid}", "xtiles = tl.cdiv(xnumel, XBLOCK)",
+            "yoffset = (pid // xtiles) * YBLOCK", "xoffset = (pid % xtiles) * XBLOCK"]
 
 
 def write_reduction(plan: KernelPlan, config: GpuConfig, errors: ErrorTable, name: str, looped: bool,
                     full: frozenset = frozenset()) -> KernelSource:
     rn = plan.rnumel
-    r0_block = None if looped else next_pow2(max(rn, 1))
+    r0_block = None if looped else persistent_block(plan)
     needs_rmask = looped or r0_block != rn
     em = Emitter(plan, config, errors, {"x": "xmask", "r": "r0_mask" if needs_rmask else None}, "[1, 1]")
     # a persistent kernel that also writes a full (x, r) output (layernorm) is slower with its
@@ -150,7 +197,7 @@ def write_reduction(plan: KernelPlan, config: GpuConfig, errors: ErrorTable, nam
             if isinstance(item, Scope):
                 item.lines[:0] = ["r0_index = r0_offset + r0_base",
                                   _mask_line("r", "r0_index < r0_numel", "[1, R0_BLOCK]", full)] + rdefs
-        body = render_lines(em.top.lines, "    ", rn)
+        body = render_lines(em.top.lines, "    ", _trip_count(rn))
         blocks = ("XBLOCK", "R0_BLOCK")
     else:
         head.insert(0, f"R0_BLOCK: tl.constexpr = {r0_block}")
@@ -161,9 +208,10 @@ def write_reduction(plan: KernelPlan, config: GpuConfig, errors: ErrorTable, nam
         body = render_lines(em.top.lines, "    ")
         blocks = ("XBLOCK",)
     numels = (("xnumel", plan.xnumel), ("r0_numel", rn))
-    src = "\n".join([signature(name, em, numels, blocks)] + ["    " + h for h in head] + body) + "\n"
+    head = widen_sizes(plan) + head
+    src = "\n".join([signature(name, em, numels, blocks, plan.size_args)] + ["    " + h for h in head] + body) + "\n"
     return KernelSource(name, LOOPED if looped else PERSISTENT, src, tuple(em.args), em.uses_err, numels, blocks,
-                        r0_block, full)
+                        r0_block, full, False, plan.size_args)
 
 
 def _finish_node(plan: KernelPlan, em: Emitter, p, v) -> None:
@@ -309,16 +357,26 @@ def with_pdl(ks: KernelSource) -> KernelSource:
     for the previous grid in the stream (every read and write follows, so it needs no
     analysis of what that grid touched) and then let the next grid launch."""
     head, sep, body = ks.src.partition("):\n")
-    if not sep or not head.startswith("@triton.jit\ndef "):
+    if not sep or not head.startswith("@triton.jit"):
         raise ValueError(f"stax-gpu: unexpected kernel header in {ks.name}")
     return replace(ks, src=head + sep + "\n".join(PDL_PROLOGUE) + "\n" + body)
 
 
+def persistent_block(plan: KernelPlan) -> int:
+    """R0_BLOCK of the persistent form: the row padded to a power of two (a symbolic row: at its hint;
+    that form then serves the calls whose rows fit, `SizedLauncher`'s size bucket)."""
+    return next_pow2(max(hint(plan.rnumel, plan.size_hints), 1))
+
+
 def variants(plan: KernelPlan, config: GpuConfig) -> list[str]:
     """Which forms to generate: persistent when the row fits, looped otherwise, both
-    (raced by the autotuner) in between."""
+    (raced by the autotuner) in between. A symbolic row whose hint fits gets both: the
+    persistent form for calls whose rows fit its block, the looped one for longer rows."""
     if plan.form != "reduction":
         return [TILED if plan.form == TILED_FORM else POINTWISE]
+    if not is_static(plan.rnumel):
+        limit = config.persistent_reduction_max if not plan.outer else min(config.persistent_reduction_max, 1024)
+        return [PERSISTENT, LOOPED] if persistent_block(plan) <= limit else [LOOPED]
     r = next_pow2(max(plan.rnumel, 1))
     limit = config.persistent_reduction_max if not plan.outer else min(config.persistent_reduction_max, 1024)
     if r > limit:

@@ -20,12 +20,16 @@ from dataclasses import dataclass, field
 import sympy
 from stax.ir import ComputedBuffer, ExternKernel, IndexValue, Load, Reduction, Scan, walk
 from stax.ir.affine import affine_parts
-from stax.ir.index import as_int, pointwise_vars, reduction_vars
+from stax.ir.index import pointwise_vars, reduction_vars
+from stax.ir.index_printer import parenthesize
 from stax.ir.simplify import coalesce_loops, memory_order, simplify_index
+from stax.ir.sizevars import provably_equal
 from stax.ir.value_ranges import index_fits_int32
 from stax.sched.schedule import EXTERN
 
 from .config import GpuConfig
+from .indexing import texpr
+from .symbolic import SymbolicUnsupported, hint, is_static, size, symbols_of, upper_bound
 
 log = logging.getLogger("stax.gpu")
 
@@ -36,13 +40,14 @@ INT32_LIMIT = 2**31 - 1 - 2**16  # room for one block past the end of the last r
 
 @dataclass(frozen=True)
 class AxisVar:
-    """A digit of a flat program index: (base // divisor) % modulus (no modulus: outermost)."""
+    """A digit of a flat program index: (base // divisor) % modulus (no modulus: outermost).
+    Symbolic sizes: divisor, modulus and size are sympy expressions in the size symbols."""
 
     name: str
     base: str  # 'xindex', 'yindex' or 'r0_index'
-    divisor: int
-    modulus: int | None
-    size: int
+    divisor: int | sympy.Expr
+    modulus: int | sympy.Expr | None
+    size: int | sympy.Expr
 
     @property
     def symbol(self) -> sympy.Symbol:
@@ -53,10 +58,15 @@ class AxisVar:
         return self.base[0]
 
     def definition(self) -> str:
-        e = self.base if self.divisor == 1 else f"{self.base} // {self.divisor}"
+        e = self.base if self.divisor == 1 else f"{self.base} // {_operand(self.divisor)}"
         if self.modulus is None:
             return e
-        return f"({e}) % {self.modulus}" if self.divisor != 1 else f"{e} % {self.modulus}"
+        return f"({e}) % {_operand(self.modulus)}" if self.divisor != 1 else f"{e} % {_operand(self.modulus)}"
+
+
+def _operand(n) -> str:
+    """A digit's divisor or modulus as a Triton operand: an int, or a size expression in parentheses."""
+    return str(n) if isinstance(n, int) else parenthesize(texpr(n))
 
 
 @dataclass
@@ -73,25 +83,33 @@ class KernelPlan:
     name: str  # schedule kernel name
     form: str
     nodes: list = field(default_factory=list)
-    xnumel: int = 1
-    ynumel: int = 1
-    rnumel: int = 1
+    xnumel: int | sympy.Expr = 1  # symbolic shapes: expressions in the size symbols
+    ynumel: int | sympy.Expr = 1
+    rnumel: int | sympy.Expr = 1
     axis_vars: list = field(default_factory=list)
     stores: tuple = ()  # buffers written to memory, node order
     loads: tuple = ()  # buffers read from memory (graph inputs or other kernels' outputs)
     index_dtype: str = "int32"
     outer: bool = False  # reduction walks memory with stride 1 along x rather than r
     extern: ExternKernel | None = None
+    size_ranges: dict = field(default_factory=dict)  # size symbol -> ValueRange (the graph's size_vars)
+    size_hints: dict = field(default_factory=dict)  # size symbol -> its hint (estimates only)
+    size_args: tuple = ()  # names of the size symbols the kernel takes as int arguments
 
     @property
     def ranges(self) -> dict:
-        return {v.symbol: v.size for v in self.axis_vars}
+        return {**self.size_ranges, **{v.symbol: v.size for v in self.axis_vars}}
+
+    @property
+    def symbolic(self) -> bool:
+        """Do the kernel's element counts or indices use size symbols (then they are arguments)?"""
+        return bool(self.size_args) or not all(map(is_static, (self.xnumel, self.ynumel, self.rnumel)))
 
     @property
     def empty(self) -> bool:
         """A generated kernel with no output element (a diagonal past the end, a (3, 0) tensor):
         nothing to launch; its buffers are allocated empty."""
-        return self.form != EXTERN_FORM and self.xnumel * self.ynumel == 0
+        return self.form != EXTERN_FORM and is_static(self.xnumel * self.ynumel) and self.xnumel * self.ynumel == 0
 
     def producer(self, buffer: str) -> NodePlan | None:
         for p in self.nodes:
@@ -103,11 +121,17 @@ class KernelPlan:
         return simplify_index(expr, self.ranges)
 
 
-def _prod(xs) -> int:
+def _prod(xs):
+    """The product of sizes: an int when all are static, else a sympy expression."""
+    xs = [size(x) for x in xs]
     out = 1
     for x in xs:
-        out *= int(x)
-    return out
+        out = out * x
+    return size(out)
+
+
+def _nonzero(n) -> bool:
+    return not is_static(n) or int(n) != 0
 
 
 def node_index_exprs(node: ComputedBuffer) -> list:
@@ -127,9 +151,9 @@ def _dims(node: ComputedBuffer, role: str, n: int, r: int) -> tuple[list, list, 
     group_norm's (4, 6, 8) as 8 rows of 24): then `split` maps d's loop variable to
     b*hi + lo, hi an x dim and lo an r dim."""
     body = node.body
-    pv = list(zip(pointwise_vars(len(body.ranges)), (as_int(s) for s in body.ranges)))
+    pv = list(zip(pointwise_vars(len(body.ranges)), (size(s) for s in body.ranges)))
     if isinstance(body, Reduction):
-        rv = list(zip(reduction_vars(len(body.reduction_ranges)), (as_int(s) for s in body.reduction_ranges)))
+        rv = list(zip(reduction_vars(len(body.reduction_ranges)), (size(s) for s in body.reduction_ranges)))
         return pv, rv, {}
     if isinstance(body, Scan):
         return [d for k, d in enumerate(pv) if k != body.axis], [pv[body.axis]], {}
@@ -137,16 +161,21 @@ def _dims(node: ComputedBuffer, role: str, n: int, r: int) -> tuple[list, list, 
         return pv, [], {}
     acc = 1
     for k, (v, s) in enumerate(pv):
-        if acc == n and _prod(s for _, s in pv[k:]) == r:
+        if provably_equal(acc, n) and provably_equal(_prod(s for _, s in pv[k:]), r):
             return pv[:k], pv[k:], {}
+        if not all(isinstance(x, int) for x in (n, acc, s)):
+            acc = _prod((acc, s))  # (splitting a dim needs its factors: static sizes only)
+            continue
         if n % acc == 0 and s % (n // acc) == 0 and 1 < n // acc < s:
             a = n // acc
             hi = sympy.Symbol(f"_{v.name}_hi", integer=True, nonnegative=True)
             lo = sympy.Symbol(f"_{v.name}_lo", integer=True, nonnegative=True)
             return pv[:k] + [(hi, a)], [(lo, s // a)] + pv[k + 1 :], {v: (s // a) * hi + lo}
         acc *= s
-    if acc == n and r == 1:
+    if provably_equal(acc, n) and provably_equal(r, 1):
         return pv, [], {}
+    if not all(is_static(s) for _, s in pv) or not is_static(n):
+        raise SymbolicUnsupported(f"a pointwise node ({node.name}) split into a reduction's rows")
     raise NotImplementedError(
         f"stax-gpu: pointwise node {node.name} over {[s for _, s in pv]} cannot be split into "
         f"{n} rows of {r} elements to share a kernel with a reduction (Def 7.2)"
@@ -158,7 +187,7 @@ def _numels(node: ComputedBuffer) -> tuple[int, int | None]:
     if isinstance(body, Reduction):
         return _prod(body.ranges), _prod(body.reduction_ranges)
     if isinstance(body, Scan):
-        sizes = [as_int(s) for s in body.ranges]
+        sizes = [size(s) for s in body.ranges]
         return _prod(s for k, s in enumerate(sizes) if k != body.axis), sizes[body.axis]
     return _prod(body.ranges), None
 
@@ -170,15 +199,15 @@ class _AxisTable:
         self.vars: list[AxisVar] = []
         self.by_key: dict = {}
 
-    def digits(self, base: str, sizes: list[int]) -> list[sympy.Symbol]:
+    def digits(self, base: str, sizes: list) -> list[sympy.Symbol]:
         out = []
         for j, s in enumerate(sizes):
             divisor = _prod(sizes[j + 1 :])
-            modulus = None if j == 0 else s
+            modulus = None if j == 0 else size(s)
             key = (base, divisor, modulus)
             if key not in self.by_key:
                 prefix = {"xindex": "x", "yindex": "y", "r0_index": "r0_"}[base]
-                v = AxisVar(f"{prefix}{len(self.vars)}", base, divisor, modulus, s)
+                v = AxisVar(f"{prefix}{len(self.vars)}", base, divisor, modulus, size(s))
                 self.by_key[key] = v
                 self.vars.append(v)
             out.append(self.by_key[key].symbol)
@@ -217,7 +246,7 @@ def plan_kernel(schedule, k: int, config: GpuConfig, stored: set | None = None) 
     shaped = [(n, r) for n, r in numels if r is not None]
     if shaped:
         n, r = shaped[0]
-        if any(s != (n, r) for s in shaped):
+        if any(not (provably_equal(a, n) and provably_equal(b, r)) for a, b in shaped):
             raise NotImplementedError(f"stax-gpu: kernel {kernel.name} fuses reductions/scans of different shapes "
                                       f"{shaped}")
     else:
@@ -226,28 +255,40 @@ def plan_kernel(schedule, k: int, config: GpuConfig, stored: set | None = None) 
     for nd, (nn, rr) in zip(nodes, numels):
         if rr is not None:
             roles.append(SCAN if isinstance(nd.body, Scan) else REDUCTION)
-        elif shaped and nn == n * r and r != 1:
+        elif shaped and provably_equal(nn, n * r) and not provably_equal(r, 1):
             roles.append(XR)
-        elif nn == n:
+        elif provably_equal(nn, n):
             roles.append(X)
         else:
             raise NotImplementedError(
                 f"stax-gpu: kernel {kernel.name}: node {nd.name} has {nn} elements, incompatible with ({n}, {r})"
             )
     form = REDUCTION_FORM if shaped else POINTWISE_FORM
-    plan = KernelPlan(k, kernel.name, form, xnumel=n, rnumel=r if shaped else 1)
+    plan = KernelPlan(k, kernel.name, form, xnumel=n, rnumel=r if shaped else 1,
+                      size_ranges=graph.size_vars.value_ranges, size_hints=graph.size_vars.hints)
     # A node with no element (a (0, 3) tensor, or an 'xr' node of rows of 0 elements) is never
     # computed nor stored: it takes no part in the axes (its sizes could not be split into the
     # kernel's rows, nor its 0-sized dims divided), its loop variables are 0. With no row at all
     # (n == 0) the whole kernel is empty (KernelPlan.empty: not generated, not launched).
-    live = [j for j, nd in enumerate(nodes) if n and _prod(nd.body.ranges)]
+    live = [j for j, nd in enumerate(nodes) if _nonzero(n) and _nonzero(_prod(nd.body.ranges))]
     dims = [_dims(nodes[j], roles[j], n, r) for j in live]
     if live:
         _assign_axes(plan, [nodes[j] for j in live], [roles[j] for j in live], dims, config, stored)
     by_node = {p.node.name: p for p in plan.nodes}
     plan.nodes = [by_node.get(nd.name) or NodePlan(nd, role, _zero_subs(nd), _reads(nd))
                   for nd, role in zip(nodes, roles)]
+    plan.size_args = _size_args(plan) if graph.size_vars else ()
     return plan
+
+
+def _size_args(plan: KernelPlan) -> tuple:
+    """Names of the size symbols a kernel's source may print (its digits, indices, indirect bounds; its
+    element counts are arguments of their own): each becomes an int argument of the kernel, in name order."""
+    exprs = [x for v in plan.axis_vars for x in (v.divisor, v.modulus, v.size) if x is not None]
+    for p in plan.nodes:
+        exprs += [e.xreplace(p.subs) for e in node_index_exprs(p.node)]
+        exprs += [b for n in walk(p.node.body.value) if isinstance(n, Load) for _, _, b in n.indirect]
+    return tuple(sorted((s.name for s in symbols_of(exprs)), key=lambda n: (len(n), n)))
 
 
 def _reads(node: ComputedBuffer) -> frozenset:
@@ -361,27 +402,33 @@ def _tile_split(plan: KernelPlan, xvars, exprs, xs, config: GpuConfig) -> int | 
     if not inner or (len(xvars) - 1) not in contig:
         return None
     split = max(inner) + 1
-    ynumel = _prod(xs[:split])
-    if ynumel < 16 or _prod(xs[split:]) < 16 or ynumel > 65535 * 16:
+    ynumel, xnumel = _prod(xs[:split]), _prod(xs[split:])
+    if hint(ynumel, plan.size_hints) < 16 or hint(xnumel, plan.size_hints) < 16:
+        return None  # (symbolic sizes: judged at the hints; their tiles run on a 1-D grid, no y limit)
+    if is_static(ynumel) and ynumel > 65535 * 16:
         return None
     return split
 
 
 def _index_dtype(plan: KernelPlan, config: GpuConfig) -> str:
+    """int32 only where every index, element count and storage size provably fits: symbolic sizes are
+    bounded by their ranges (dynamo's usually have no upper bound: those kernels index in int64)."""
     if config.index_dtype != "auto":
         return config.index_dtype
-    if plan.xnumel * plan.ynumel * max(plan.rnumel, 1) > INT32_LIMIT or plan.xnumel > INT32_LIMIT:
+    sr = plan.size_ranges
+    total = plan.xnumel * plan.ynumel * (plan.rnumel if _nonzero(plan.rnumel) else 1)
+    if upper_bound(total, sr) > INT32_LIMIT or upper_bound(plan.xnumel, sr) > INT32_LIMIT:
         return "int64"
     ranges = plan.ranges
     for p in plan.nodes:
-        if p.node.layout.storage_size() > INT32_LIMIT:
+        if upper_bound(p.node.layout.storage_size_expr(), sr) > INT32_LIMIT:
             return "int64"
         for n in walk(p.node.body.value):
             if not isinstance(n, (Load, IndexValue)):
                 continue
             local = dict(ranges)
             if isinstance(n, Load):
-                local.update({s: as_int(b) for s, _, b in n.indirect})
+                local.update({s: size(b) for s, _, b in n.indirect})
             if not index_fits_int32(plan.simplify(n.index.xreplace(p.subs)), local):
                 return "int64"
         write = p.node.layout.index(pointwise_vars(len(p.node.layout.sizes)))

@@ -61,7 +61,9 @@ def job_for(ks, fn, pointer_dtypes: list[str], cfg, options: dict, target: tuple
     """The job of kernel `ks` (its @triton.jit `fn`) under launch config `cfg`; `pointer_dtypes`:
     the dtype name of each buffer argument, in order (the error flag, if any, is int32)."""
     types = [POINTER_TYPES[d] for d in pointer_dtypes] + (["*i32"] if ks.uses_err else [])
-    types += [int_type(v) for _, v in ks.numels]
+    # call-time sizes (symbolic shapes): int32 as the JIT passes values below 2^31, never divisibility-marked
+    ints = [v if isinstance(v, int) else None for _, v in ks.numels] + [None] * len(ks.size_args)
+    types += ["i32" if v is None else int_type(v) for v in ints]
     params = list(fn.arg_names)
     constexprs = cfg.kwargs()
     signature = tuple((p, "constexpr" if p in constexprs else t)
@@ -69,9 +71,9 @@ def job_for(ks, fn, pointer_dtypes: list[str], cfg, options: dict, target: tuple
     if len(types) + len(constexprs) != len(params):
         raise ValueError(f"stax-gpu: {ks.name}: {len(params)} parameters, "
                          f"{len(types)} arguments + {sorted(constexprs)}")
-    n_ptr = len(types) - len(ks.numels)
+    n_ptr = len(types) - len(ints)
     attrs = (tuple((i, True) for i in range(n_ptr))
-             + tuple((n_ptr + i, v % 16 == 0) for i, (_, v) in enumerate(ks.numels)))
+             + tuple((n_ptr + i, v is not None and v % 16 == 0) for i, v in enumerate(ints)))
     opts = dict(num_warps=cfg.num_warps, num_stages=cfg.num_stages, **options)
     return CompileJob(module.__file__, module.__name__, ks.name, signature, tuple(sorted(constexprs.items())), attrs,
                       tuple(target), tuple(sorted(opts.items())))

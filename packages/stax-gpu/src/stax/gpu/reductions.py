@@ -14,6 +14,7 @@ from stax.ir import dtypes as dt
 from stax.ir.ops import WELFORD_OUTPUTS
 
 from .emit import Emitter, V
+from .symbolic import is_static
 from .triton_ops import compute_triton_dtype, highest, literal, lowest, triton_reduction
 
 FULL = "[XBLOCK, R0_BLOCK]"
@@ -70,12 +71,13 @@ def persistent_reduction(em: Emitter, body: Reduction, v: V) -> V:
 def welford_persistent(em: Emitter, v: V, which: str) -> V:
     """Two passes over the row in registers: mean first, then squared deviations."""
     rn = em.plan.rnumel
+    count = repr(float(rn)) if is_static(rn) else "r0_numel"  # (a symbolic row: this call's length)
     tdt = _acc_dtype(v)
     if which == "welford_count":
-        return em.new(f"tl.full([XBLOCK, 1], {float(rn)!r}, {tdt})", v.dtype, XONLY)
+        return em.new(f"tl.full([XBLOCK, 1], {count}, {tdt})", v.dtype, XONLY)
     b = block(em, v)
     s = em.new(f"tl.sum(tl.where({full_mask(em)}, {b.src}, 0), 1)[:, None]", v.dtype, XONLY)
-    mean = em.new(f"triton_helpers.div_rn({s.src}, tl.full([1, 1], {float(rn)!r}, {tdt}))", v.dtype, XONLY)
+    mean = em.new(f"triton_helpers.div_rn({s.src}, tl.full([1, 1], {count}, {tdt}))", v.dtype, XONLY)
     if which == "welford_mean":
         return mean
     d = em.new(f"{b.src} - {mean.src}", v.dtype, XR)

@@ -150,9 +150,11 @@ class ErrorFlag:
         raise _EXCEPTIONS.get(exc, RuntimeError)(f"stax-gpu: {message}{when}")
 
 
-def extern_call(fn, inputs, constants, sizes, strides, dtype, device) -> torch.Tensor:
-    """Call a library kernel and hand back its result in the layout the graph expects."""
-    out = fn(*inputs, **constants)
+def extern_call(fn, inputs, constants, sizes, strides, dtype, device, call_sizes=None) -> torch.Tensor:
+    """Call a library kernel and hand back its result in the layout the graph expects. `call_sizes`:
+    a symbolic-shape module's size values (row order), passed as `sizes=` (the callable binds its
+    constants' size expressions with them)."""
+    out = fn(*inputs, **constants) if call_sizes is None else fn(*inputs, **constants, sizes=call_sizes)
     if not isinstance(out, torch.Tensor):
         out = torch.as_tensor(out, device=device)
     if tuple(out.shape) != tuple(sizes):

@@ -37,8 +37,9 @@ from stax.ir import (
     walk,
 )
 from stax.ir import dtypes as dt
-from stax.ir.index import as_int, pointwise_vars, reduction_vars
+from stax.ir.index import pointwise_vars, reduction_vars
 from stax.ir.index_printer import parenthesize
+from stax.ir.sizevars import provably_equal
 from stax.ir.value_ranges import bound_index, bounds_check_needed
 from stax.sched import Kernel, MemoryEvent, Schedule
 from stax.sched.nodes import EXTERN_NODE
@@ -49,8 +50,9 @@ from .emit import Emitter, ErrorTable, V
 from .heuristics import candidates
 from .indexing import axes_of, texpr
 from .kernels import POINTWISE as POINTWISE_VARIANT
-from .kernels import KernelSource, axis_defs, program_offset, render_lines, signature
+from .kernels import KernelSource, axis_defs, program_offset, render_lines, signature, widen_sizes
 from .plan import INT32_LIMIT, KernelPlan, plan_kernel
+from .symbolic import is_static, size, symbols_of, upper_bound
 from .triton_ops import store_cast
 
 # tl.atomic_add operand types (bool / 8- and 16-bit integers have none)
@@ -123,7 +125,7 @@ def split_scatters(schedule: Schedule) -> Schedule:
             events.append(MemoryEvent(last, REUSE, e.buffer, init_name))
         else:
             events.append(replace(e, step=first if e.kind in (ALLOC, REUSE) else last))
-    new_graph = Graph(graph.inputs, tuple(nodes), graph.outputs)
+    new_graph = Graph(graph.inputs, tuple(nodes), graph.outputs, graph.size_vars)
     return Schedule(new_graph, tuple(kernels), replace(schedule.memory, events=tuple(events)), schedule.fusion_log)
 
 
@@ -154,7 +156,7 @@ def plan_scatter(schedule: Schedule, k: int, config: GpuConfig) -> tuple[KernelP
     if body.mode == "add" and not atomic_add_supported(body.dtype, config.interpret):
         where = "Triton's interpreter has" if body.dtype.name in ATOMIC_ADD_DTYPES else "Triton has"
         raise NotImplementedError(f"stax-gpu: {name}: {where} no atomic add for {body.dtype} (scatter mode 'add')")
-    sizes = tuple(as_int(s) for s in body.scatter_ranges)
+    sizes = tuple(size(s) for s in body.scatter_ranges)  # (symbolic shapes: size expressions)
     to_i = dict(zip(reduction_vars(len(sizes)), pointwise_vars(len(sizes))))
     sp = ScatterPass(
         node,
@@ -171,11 +173,16 @@ def plan_scatter(schedule: Schedule, k: int, config: GpuConfig) -> tuple[KernelP
     pass_reads = [ld.buffer for root in body_roots(body)[1:] for ld in walk(root) if isinstance(ld, Load)]
     reads = tuple(dict.fromkeys(pass_reads))
     ins = tuple(InputBuffer(b, graph.buffer_layout(b)) for b in reads)
-    one = Schedule(Graph(ins, (stand_in,), (name,)), (Kernel(kern.name, POINTWISE, (name,), (sizes, ())),))
+    one = Schedule(Graph(ins, (stand_in,), (name,), graph.size_vars),
+                   (Kernel(kern.name, POINTWISE, (name,), (sizes, ())),))
     plan = plan_kernel(one, 0, replace(config, tile_2d=False))
     plan.index, plan.stores, plan.loads = k, (name,), reads
-    if node.layout.storage_size() > INT32_LIMIT:
+    if upper_bound(node.layout.storage_size_expr(), plan.size_ranges) > INT32_LIMIT:
         plan.index_dtype = "int64"
+    # the sizes the written index and the bounds print are arguments too
+    extra = symbols_of([*node.layout.sizes, *node.layout.strides, node.layout.offset,
+                        *(b for _, _, b in body.indirect)])
+    plan.size_args = tuple(sorted(set(plan.size_args) | {s.name for s in extra}, key=lambda n: (len(n), n)))
     return plan, sp
 
 
@@ -194,7 +201,8 @@ def plan_with_scatters(schedule: Schedule, config: GpuConfig, plan_kernels) -> t
     )
     kernels = tuple(replace(kern, kind=EXTERN, node_type=EXTERN_NODE) if kern.kind == SCATTER else kern
                     for kern in schedule.kernels)
-    plans = plan_kernels(Schedule(Graph(graph.inputs, nodes, graph.outputs), kernels, schedule.memory), config)
+    plans = plan_kernels(Schedule(Graph(graph.inputs, nodes, graph.outputs, graph.size_vars), kernels,
+                                  schedule.memory), config)
     passes = {}
     for k in at:
         plans[k], passes[k] = plan_scatter(schedule, k, config)
@@ -204,9 +212,11 @@ def plan_with_scatters(schedule: Schedule, config: GpuConfig, plan_kernels) -> t
 # ---- the Triton kernel ----------------------------------------------------------------------
 
 
-def _checked(em: Emitter, v: V, bound: int, message: str, in_range: list, poisoned: bool) -> str:
+def _checked(em: Emitter, v: V, bound, message: str, in_range: list, poisoned: bool) -> str:
     """The index value `v` flagged where it is outside [0, bound), then clamped to 0 there;
-    its in-range condition is appended to `in_range` (a poisoned scatter adds NaN where any fails)."""
+    its in-range condition is appended to `in_range` (a poisoned scatter adds NaN where any fails).
+    `bound`: an int, or a size expression (symbolic shapes: the kernel's size arguments)."""
+    bound = str(bound) if is_static(bound) else parenthesize(texpr(bound))
     v = em.tensor(v)
     if em.config.bounds_check == "flag":
         em.flag(f"({v.src} < 0) | ({v.src} >= {bound})", v.axes, "IndexError", message, poisoned=poisoned)
@@ -222,8 +232,9 @@ def write_scatter(plan: KernelPlan, sp: ScatterPass, config: GpuConfig, errors: 
     em = Emitter(plan, config, errors, {"x": "xmask"}, "[1]")
     p = plan.nodes[0]
     layout = sp.node.layout
-    sizes = [as_int(s) for s in layout.sizes]
-    ranges = {v: as_int(s) for v, s in zip(pointwise_vars(len(p.node.body.ranges)), p.node.body.ranges)}
+    sizes = [size(s) for s in layout.sizes]
+    ranges = {**plan.size_ranges,
+              **{v: size(s) for v, s in zip(pointwise_vars(len(p.node.body.ranges)), p.node.body.ranges)}}
     subs = {}
     # a float 'add' whose index is out of range adds NaN at the clamped place instead of its
     # value: the result is never silently wrong, so the flag may be read a call later (as a
@@ -234,17 +245,21 @@ def write_scatter(plan: KernelPlan, sp: ScatterPass, config: GpuConfig, errors: 
         iv = em.tensor(em.value(v, p))
         name = iv.src
         if bounds_check_needed(v, bound, ranges):
-            name = _checked(em, iv, as_int(bound),
+            name = _checked(em, iv, size(bound),
                             f"scatter index out of bounds writing {sp.node.name}: not in [0, {bound})",
                             in_range, poisoned)
         em.axis_of[name] = set(iv.axes)
         subs[sym] = sympy.Symbol(name, integer=True, nonnegative=True)
-        ranges[sym] = as_int(bound)
+        ranges[sym] = size(bound)
+    checked_against = {sym: bound for sym, _, bound in sp.indirect}
     coords = []
     for d, (c, n) in enumerate(zip(sp.coords, sizes)):
         e = plan.simplify(c.xreplace(p.subs)).xreplace(subs)
-        r = bound_index(c, ranges)
-        if r.lo < 0 or r.hi >= n:
+        # 0 <= c < n over the ranges (a symbolic n: n - 1 - c >= 0 at every size, or c is an index checked
+        # against n itself)
+        inside = (c in checked_against and provably_equal(checked_against[c], n)) or (
+            bound_index(c, ranges).lo >= 0 and bound_index(sympy.sympify(n) - 1 - c, ranges).lo >= 0)
+        if not inside:
             cv = em.new(texpr(e), dt.int64, frozenset(axes_of(e, em.axis_of)))
             msg = f"scatter coordinate {d} out of bounds writing {sp.node.name}: not in [0, {n})"
             e = sympy.Symbol(_checked(em, cv, n, msg, in_range, poisoned), integer=True, nonnegative=True)
@@ -264,12 +279,14 @@ def write_scatter(plan: KernelPlan, sp: ScatterPass, config: GpuConfig, errors: 
     else:
         em.line(f"tl.store({ptr}, {val}, mask=xmask)")
     name = f"triton_sca_fused_{plan.index}"
-    head = [program_offset("x", 0, "XBLOCK", plan.index_dtype == "int64"), "xindex = xoffset + tl.arange(0, XBLOCK)[:]",
-            "xmask = xindex < xnumel"] + axis_defs(plan, "x")
+    head = widen_sizes(plan) + [program_offset("x", 0, "XBLOCK", plan.index_dtype == "int64"),
+                                "xindex = xoffset + tl.arange(0, XBLOCK)[:]", "xmask = xindex < xnumel"]
+    head += axis_defs(plan, "x")
     numels, blocks = (("xnumel", plan.xnumel),), ("XBLOCK",)
-    src = "\n".join([signature(name, em, numels, blocks)] + ["    " + h for h in head]
+    src = "\n".join([signature(name, em, numels, blocks, plan.size_args)] + ["    " + h for h in head]
                     + render_lines(em.top.lines, "    "))
-    return KernelSource(name, POINTWISE_VARIANT, src + "\n", tuple(em.args), em.uses_err, numels, blocks)
+    return KernelSource(name, POINTWISE_VARIANT, src + "\n", tuple(em.args), em.uses_err, numels, blocks,
+                        size_args=plan.size_args)
 
 
 def scatter_kernel_set(plan: KernelPlan, sp: ScatterPass, config: GpuConfig, errors: ErrorTable) -> tuple[list, list]:

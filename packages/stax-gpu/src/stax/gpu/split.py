@@ -164,8 +164,8 @@ def _partial_and_final(nd: ComputedBuffer, s: int, chunk: int, name: str) -> tup
 def split_reductions(schedule: Schedule, config: GpuConfig, sms: int | None = None) -> Schedule:
     """`schedule` with every qualifying reduction kernel split in two (see the module doc);
     the same object when none qualifies."""
-    if not config.split_reductions:
-        return schedule
+    if not config.split_reductions or schedule.graph.size_vars:
+        return schedule  # (symbolic shapes: S must divide the row length; not split yet)
     sms = sms or device_sms(config)
     plans = {k: _plan_split(schedule, kern, config, sms) for k, kern in enumerate(schedule.kernels)}
     if not any(plans.values()):

@@ -9,9 +9,10 @@ outputs never), with optional reuse of freed buffers of identical layout.
 from __future__ import annotations
 
 from stax.ir import ComputedBuffer, ExternKernel, Graph, Load, Reduction, Scan, walk
-from stax.ir.index import as_int
 from stax.sched import Kernel, MemoryEvent, MemoryPlan, Schedule
 from stax.sched.schedule import ALLOC, EXTERN, FREE, FUSED, POINTWISE, REDUCTION, REUSE
+
+from .symbolic import size
 
 
 def _reads(node) -> set:
@@ -22,9 +23,9 @@ def _reads(node) -> set:
 
 def _group(node: ComputedBuffer) -> tuple:
     body = node.body
-    sizes = [as_int(s) for s in body.ranges]
+    sizes = [size(s) for s in body.ranges]  # (symbolic shapes: size expressions)
     if isinstance(body, Reduction):
-        return tuple(s for s in sizes if s != 1), tuple(as_int(s) for s in body.reduction_ranges if as_int(s) != 1)
+        return tuple(s for s in sizes if s != 1), tuple(size(s) for s in body.reduction_ranges if size(s) != 1)
     if isinstance(body, Scan):
         rest = tuple(s for k, s in enumerate(sizes) if k != body.axis and s != 1)
         return rest, (sizes[body.axis],)
@@ -60,7 +61,7 @@ def memory_plan(graph: Graph, groups: list[list[str]], reuse: bool = False) -> M
     for step, names in enumerate(groups):
         for n in names:
             lay = graph.node(n).layout
-            match = next((b for b in free_pool if graph.buffer_layout(b).nbytes() == lay.nbytes()
+            match = next((b for b in free_pool if graph.buffer_layout(b).storage_size_expr() == lay.storage_size_expr()
                           and graph.buffer_layout(b).dtype == lay.dtype), None) if reuse else None
             if match is not None:
                 free_pool.remove(match)

@@ -5,11 +5,17 @@ Memory events are followed as planned (alloc / reuse / free, §7.5, in stax.sche
 order), with two GPU twists: a buffer that lives only in a kernel's registers is never
 allocated (its alloc becomes a comment), and an extern kernel allocates its own result. A reuse
 reinterprets the dead buffer's storage: `buf5 = reinterpret(buf2, ...); del buf2  # reuse`.
+
+Symbolic shapes: `call(args, sizes)` takes the size symbols' values in `size_vars` row order (the
+frontend binds them from the inputs), checks the finite ends of their ranges (32-bit index proofs
+rest on them), and evaluates every layout, allocation and element count from them; kernels whose
+code uses a size get its value as an argument, and extern calls get `sizes=`.
 """
 
 from __future__ import annotations
 
 from stax.ir.index import as_int
+from stax.ir.index_printer import to_python
 from stax.sched.plan_walk import donors, plan_calls
 from stax.sched.schedule import ALLOC, FREE, REUSE
 
@@ -17,8 +23,13 @@ from .plan import EXTERN_FORM, KernelPlan
 from .runtime import TORCH_DTYPES
 
 
+def _int(x) -> str:
+    """A size as Python source: its value, or its expression in the size symbols (bound in `call`)."""
+    return str(as_int(x)) if getattr(x, "is_Integer", True) else to_python(x)
+
+
 def _tuple(xs) -> str:
-    xs = [str(as_int(x)) for x in xs]
+    xs = [_int(x) for x in xs]
     return "(" + ", ".join(xs) + ("," if len(xs) == 1 else "") + ")"
 
 
@@ -41,6 +52,7 @@ class _Wrapper:
         self.outputs = set(self.graph.outputs)
         # a freed buffer whose storage a later buffer reuses stays bound until the reuse line
         self.reused = donors(schedule.memory)
+        self.size_names = [r.symbol.name for r in self.graph.size_vars.rows]
 
     def emit(self, text: str) -> None:
         self.lines.append("    " + text)
@@ -86,9 +98,10 @@ class _Wrapper:
                 self._need(b, node.name)
             lay = node.layout
             ins = ", ".join(node.inputs) + ("," if len(node.inputs) == 1 else "")
+            sized = ", sizes" if self.size_names else ""  # its constants may hold size expressions
             self.emit(
                 f"{node.name} = extern_call(EXTERN_{plan.index}, ({ins}), CONSTANTS_{plan.index}, "
-                f"{_tuple(lay.sizes)}, {_tuple(lay.strides)}, {_dtype(lay.dtype)}, DEVICE)  # {node.kernel}"
+                f"{_tuple(lay.sizes)}, {_tuple(lay.strides)}, {_dtype(lay.dtype)}, DEVICE{sized})  # {node.kernel}"
             )
             self.bound.add(node.name)
             return
@@ -104,6 +117,8 @@ class _Wrapper:
         for b in ks.args:
             self._need(b, ks.name)
         args = list(ks.args) + (["err"] if any(v.uses_err for v in variants) else [])
+        if ks.symbolic:  # this call's element counts and sizes
+            args += [_int(v) for _, v in ks.numels] + list(ks.size_args)
         names = " / ".join(v.name for v in variants)
         self.emit(f"launch_{plan.index}({', '.join(args)})  # {names}")
 
@@ -113,11 +128,13 @@ class _Wrapper:
 
     def build(self) -> str:
         g = self.graph
-        out = ["def call(args):"]
+        out = ["def call(args, sizes=None):" if self.size_names else "def call(args):"]
         names = [i.name for i in g.inputs]
         if names:
             self.emit(", ".join(names) + (", = args" if len(names) == 1 else " = args"))
         self.emit("args.clear()")
+        if self.size_names:
+            self.bind_sizes()
         if names:
             lays = [i.layout for i in g.inputs]
             self.emit(
@@ -141,6 +158,21 @@ class _Wrapper:
         outs = ", ".join(g.outputs) + ("," if len(g.outputs) == 1 else "")
         self.emit(f"return ({outs})")
         return "\n".join(out + self.lines) + "\n"
+
+    def bind_sizes(self) -> None:
+        """`s0, s1, = sizes`, then the finite ends of their ranges checked."""
+        names = self.size_names
+        self.emit("if sizes is None:")
+        msg = f"symbolic-shape module: call(args, sizes) with sizes = the values of {tuple(names)}"
+        self.emit(f"    raise TypeError({msg!r})")
+        self.emit(f"{', '.join(names)}, = sizes")
+        for r in self.graph.size_vars.rows:
+            bad = ([f"{r.symbol.name} < {r.lo}"] if r.lo > 1 else []) + (
+                [f"{r.symbol.name} > {r.hi}"] if r.hi != float("inf") else [])
+            if bad:
+                self.emit(f"if {' or '.join(bad)}:")
+                self.emit(f"    raise ValueError(f'stax-gpu: size {r.symbol.name} = {{{r.symbol.name}}} is outside "
+                          f"the range [{r.lo}, {r.hi}] the kernels were compiled for')")
 
 
 def generate_wrapper(schedule, plans: list[KernelPlan], kernels: dict, has_errors: bool) -> str:

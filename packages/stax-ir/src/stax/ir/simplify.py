@@ -23,6 +23,7 @@ import sympy
 
 from .affine import affine_parts, contiguous
 from .index import CeilDiv, FloorDiv, ModularIndexing, sympify, var
+from .symbolic_digits import combine_symbolic_digits, has_size_symbol, symbolic_digit
 from .value_ranges import IndexBounds, ValueRange, var_range_map
 
 _ONE = sympy.Integer(1)
@@ -107,6 +108,8 @@ class _Simplifier:
             e = e if same else sympy.Add(*args)
             if e.is_Add and any(_digit(t.as_coeff_Mul()[1]) for t in e.args):
                 return self.combine_digits(e)
+            if e.is_Add and has_size_symbol(e) and any(symbolic_digit(t) for t in e.args):
+                return combine_symbolic_digits(e)  # (symbolic shapes: digits of loops merged over size symbols)
             return e
         if e.is_Mul:
             return e if same else sympy.Mul(*args)
@@ -425,13 +428,16 @@ def coalesce_loops(sizes: Sequence, exprs: Sequence, vars_: Sequence, new_prefix
     Dimension k merges with the (already merged) inner group G when each expression
     reads var_k with stride |G| * stride(G) (affine case), or when rewriting both as
     digits of one merged variable makes no expression more complex (general case).
-    Size-1 dimensions are dropped; zero-size nests are returned unmerged.
+    Size-1 dimensions are dropped; zero-size nests are returned unmerged. With symbolic sizes
+    only the affine rule applies (`_symbolic_merge`).
     """
     sizes = [sympify(s) for s in sizes]
     exprs = [sympify(e) for e in exprs]
     vars_ = list(vars_)
-    if any(s.is_Integer and int(s) == 0 for s in sizes) or not all(s.is_Integer for s in sizes):
+    if any(s.is_Integer and int(s) == 0 for s in sizes):
         return _identity_merge(sizes, exprs, vars_, new_prefix)
+    if not all(s.is_Integer for s in sizes):
+        return _symbolic_merge(sizes, exprs, vars_, new_prefix)
     keep = [k for k, s in enumerate(sizes) if int(s) != 1]
     zero = {vars_[k]: _ZERO for k, s in enumerate(sizes) if int(s) == 1}
     if zero:
@@ -467,9 +473,9 @@ def coalesce_loops(sizes: Sequence, exprs: Sequence, vars_: Sequence, new_prefix
     return LoopMerge(tuple(new_sizes), new_vars, tuple(new_exprs), tuple(tuple(g) for g in groups), reindex)
 
 
-def _digit_of(v, inner: int, size: int, outermost: bool):
+def _digit_of(v, inner, size, outermost: bool):
     if outermost:
-        return FloorDiv(v, inner) if inner > 1 else v
+        return FloorDiv(v, inner) if inner != 1 else v
     return ModularIndexing(v, inner, size)
 
 
@@ -509,6 +515,38 @@ def _merge_cost(e, dims, sizes, vars_) -> int:
     ranges = {vars_[k]: sizes[k] for k in range(len(vars_)) if k not in dims}
     ranges[c] = total
     return _nonaffine(simplify_index(e.xreplace(sub), ranges))
+
+
+def _symbolic_merge(sizes, exprs, vars_, prefix) -> LoopMerge:
+    """coalesce_loops over symbolic sizes: adjacent loops merge where every index is affine in them and
+    walks them contiguously (stax.ir.affine.contiguous: strides compared as expressions, valid at every
+    size); static size-1 loops drop. A non-affine index (a view's FloorDiv) keeps the nest as it is: the
+    digit rewrite of the static rule weighs costs at numbers."""
+    zero = {v: _ZERO for v, s in zip(vars_, sizes) if s == 1}
+    exprs = [e.xreplace(zero) for e in exprs] if zero else exprs
+    vset = set(vars_)
+    parts = [affine_parts(e, vset) for e in exprs]
+    if any(p.nonlinear for p in parts):
+        return _identity_merge(sizes, exprs, vars_, prefix)
+    groups: list[list[int]] = []
+    for k in reversed([k for k, s in enumerate(sizes) if s != 1]):
+        if groups and contiguous(parts, vars_[k], vars_[groups[0][0]], sizes[groups[0][0]]):
+            groups[0].insert(0, k)
+        else:
+            groups.insert(0, [k])
+    new_vars = tuple(var(prefix, j) for j in range(len(groups)))
+    reindex, new_sizes = dict(zero), []
+    for j, g in enumerate(groups):
+        total = sympy.Integer(1)
+        for k in reversed(g):
+            reindex[vars_[k]] = _digit_of(new_vars[j], total, sizes[k], k == g[0])
+            total *= sizes[k]
+        new_sizes.append(total)
+    new_exprs = tuple(
+        sympy.Add(*p.rest_terms, *(sympify(p.stride(vars_[g[-1]])) * new_vars[j] for j, g in enumerate(groups)))
+        for p in parts
+    )
+    return LoopMerge(tuple(new_sizes), new_vars, new_exprs, tuple(tuple(g) for g in groups), reindex)
 
 
 def _identity_merge(sizes, exprs, vars_, prefix) -> LoopMerge:

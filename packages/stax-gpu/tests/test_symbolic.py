@@ -1,0 +1,297 @@
+"""Symbolic sizes (dynamic shapes): one compiled module, called at several sizes, against the numpy interpreter.
+
+Each graph is built over size symbols (s0 rows, s1 columns, ranges [2, inf] as dynamo gives them, hints as
+at the first call) and compiled once; every call binds other sizes, and its outputs are compared with
+`stax.ir.interpret` of the graph bound at those sizes (`stax.ir.bind_graph`: the static program the call
+means). Sizes are chosen so that every block has a ragged tail somewhere, and larger than the hints, so a
+block size taken from a hint must still be correct.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+from gpu_testlib import (
+    DEVICE,
+    as_numpy,
+    check_outputs,
+    config,
+    f32,
+    i0,
+    i1,
+    i64,
+    inp,
+    kernel_src,
+    lay,
+    make_inputs,
+    pw,
+    r0,
+    r1,
+    red,
+)
+from stax.gpu import compile_schedule
+from stax.gpu.compile import generated_module, launchers
+from stax.gpu.symbolic import SymbolicUnsupported
+from stax.gpu.testing import build_schedule
+from stax.ir import (
+    ComputedBuffer,
+    Graph,
+    Scatter,
+    SizeVars,
+    bind_graph,
+    cast,
+    const,
+    index_value,
+    interpret,
+    load,
+    op,
+    outputs,
+    size_var,
+)
+from stax.ir.index import var
+from stax.sched import GpuPolicy, schedule
+from test_reduction import layernorm_graph, softmax_graph
+
+s0, s1 = size_var("s0"), size_var("s1")
+INF = float("inf")
+DYNAMO = SizeVars.of(s0=(2, INF, 8), s1=(2, INF, 16))  # dynamo's ranges; hints: the first call's sizes
+SIZES = [(8, 16), (3, 5), (33, 130), (2, 2), (70, 300)]  # (s0, s1): below, at and above the hints
+TOL = dict(rtol=1e-5, atol=1e-6)
+SMALL = dict(xblock_cap=4)  # several programs along x, ragged last block
+LOOPED = dict(r0_block_cap=8)  # R0_BLOCK steps of 8 over rows of any length
+
+
+def sized(graph: Graph, size_vars: SizeVars = DYNAMO) -> Graph:
+    return dataclasses.replace(graph, size_vars=size_vars)
+
+
+def run_sizes(graph: Graph, groups=None, cfg=None, sizes=SIZES, tol=TOL, seed=0, **ranges):
+    """Compile `graph` once, call it at every (s0, s1) in `sizes`, compare each call with the interpreter."""
+    module = compile_schedule(build_schedule(graph, groups), config=cfg or config())
+    names = [r.symbol.name for r in graph.size_vars.rows]
+    for k, values in enumerate(sizes):
+        binding = dict(zip(names, values))
+        bound = bind_graph(graph, binding)
+        flats, tensors = make_inputs(bound, seed=seed + k, **ranges)
+        got = [as_numpy(t) for t in module.call(list(tensors), tuple(values))]
+        ref = outputs(bound, interpret(bound, flats))
+        for name, g, r in zip(graph.outputs, got, ref):
+            assert g.shape == r.shape, (name, values)
+        check_outputs(bound, flats, got, ref, module_math(cfg), tol)
+    return module
+
+
+def module_math(cfg) -> str:
+    return (cfg or config()).math
+
+
+def pointwise_graph(n=s0, m=s1):
+    """y = sin(x) * 2 + exp(t.t()): x row-major (n, m), t an (m, n) input read transposed."""
+    x, t = inp("x", (n, m)), inp("t", (m, n))
+    sin2 = op("mul", op("sin", load("x", m * i0 + i1, f32)), const(2.0, f32))
+    y = op("add", sin2, op("exp", load("t", i0 + n * i1, f32)))
+    return Graph((x, t), (pw("buf0", (n, m), y),), ("buf0",))
+
+
+def test_pointwise_one_module_for_every_size():
+    """Sizes are kernel arguments (not specialized), the grid comes from this call's element count, and
+    the launch config is chosen once: five sizes, one kernel, one choice."""
+    module = run_sizes(sized(pointwise_graph()), cfg=config(xblock_cap=64))
+    src = kernel_src(module, "triton_poi_fused_0")
+    assert "do_not_specialize=['xnumel', 's0', 's1']" in module.source
+    assert "def triton_poi_fused_0(in_ptr0, in_ptr1, out_ptr0, xnumel, s0, s1, XBLOCK: tl.constexpr):" in src
+    assert "s0 = s0.to(tl.int64)" in src  # unbounded sizes: 64-bit indices
+    (launcher,) = launchers(generated_module(module))
+    assert launcher.choice is not None and len(launcher.candidates) == 1
+    assert "launch_0(x, t, buf0, (s0*s1), s0, s1)" in module.source
+
+
+def test_contiguous_dims_coalesce_into_one_flat_index():
+    """x + y over (s0, s1), both row-major: the two dims walk memory as one (stax.ir.coalesce_loops
+    compares the strides s1 == s1 * 1 as expressions): one digit, no division per element."""
+    x, y = inp("x", (s0, s1)), inp("y", (s0, s1))
+    g = sized(Graph((x, y), (pw("buf0", (s0, s1), op("add", load("x", s1 * i0 + i1, f32),
+                                                    load("y", s1 * i0 + i1, f32))),), ("buf0",)))
+    src = kernel_src(run_sizes(g), "triton_poi_fused_0")
+    assert "x0 = xindex" in src and "tl.load(in_ptr0 + (x0), xmask" in src and "//" not in src
+
+
+def _buckets(module) -> set:
+    (launcher,) = launchers(generated_module(module))
+    return set(launcher.choices)
+
+
+@pytest.mark.parametrize("store_along_y", [False, True], ids=["store-x", "store-y"])
+def test_transpose_add_tiles_on_a_flat_grid(store_along_y):
+    """x + y.t() over (s0, s1): loads disagree on the contiguous dim, so the kernel takes 2-D tiles (judged
+    at the hints); with symbolic tile counts one program id walks every tile (no y-grid limit to check),
+    x tiles inner, or y tiles inner when the output is stored along y. Sizes leave ragged tiles both ways."""
+    x, y = inp("x", (s0, s1)), inp("y", (s1, s0))
+    strides = (1, s0) if store_along_y else None
+    out = pw("buf0", (s0, s1), op("add", load("x", s1 * i0 + i1, f32), load("y", i0 + s0 * i1, f32)),
+             strides=strides)
+    g = sized(Graph((x, y), (out,), ("buf0",)), SizeVars.of(s0=(2, INF, 32), s1=(2, INF, 48)))
+    # (write_order would walk a y-major output's dims so that its store runs along x: off, to walk y tiles)
+    module = run_sizes(g, cfg=config(write_order=not store_along_y), sizes=[(32, 48), (17, 70), (70, 18), (2, 2)])
+    src = kernel_src(module, "triton_poi_fused_0")
+    assert "YBLOCK" in src and "pid = tl.program_id(0).to(tl.int64)" in src
+    assert ("ytiles = tl.cdiv(ynumel, YBLOCK)" in src) == store_along_y
+
+
+def test_row_sum_over_a_symbolic_dim():
+    """Rows of any length: a persistent form for rows that fit R0_BLOCK (the hint's, 16), a looped one,
+    whose r-loop runs to the r0_numel argument, for longer rows; both masked on their tails."""
+    x = inp("x", (s0, s1))
+    g = sized(Graph((x,), (red("buf0", (s0,), (s1,), "sum", load("x", s1 * i0 + r0, f32)),), ("buf0",)))
+    module = run_sizes(g, cfg=config(**SMALL, **LOOPED))
+    assert "for r0_offset in range(0, r0_numel, R0_BLOCK):" in kernel_src(module, "triton_red_fused_0")
+    per = kernel_src(module, "triton_per_fused_0")
+    assert "R0_BLOCK: tl.constexpr = 16" in per and "r0_mask = r0_index < r0_numel" in per
+    assert _buckets(module) == {"persistent", "looped"}  # s1 = 16, 5, 2 fit; 130 and 300 loop
+
+
+def test_long_hint_loops_only():
+    """A row hint past persistent_reduction_max: only the looped form, one bucket."""
+    x = inp("x", (s0, s1))
+    g = sized(Graph((x,), (red("buf0", (s0,), (s1,), "sum", load("x", s1 * i0 + r0, f32)),), ("buf0",)))
+    module = run_sizes(g, cfg=config(persistent_reduction_max=8, **SMALL, **LOOPED))
+    assert "triton_per_fused_0" not in module.source and _buckets(module) == {"any"}
+
+
+def test_column_sum_outer_reduction():
+    """sum over the symbolic rows of x (an outer reduction: x walks memory with stride 1)."""
+    x = inp("x", (s0, s1))
+    g = sized(Graph((x,), (red("buf0", (s1,), (s0,), "max", load("x", i0 + s1 * r0, f32)),), ("buf0",)))
+    run_sizes(g, cfg=config(**SMALL, **LOOPED))
+
+
+def test_symbolic_rows_static_row_length_stays_persistent():
+    """Only the row count is symbolic: the whole row is one R0_BLOCK (persistent), rows are programs."""
+    m = 45
+    x = inp("x", (s0, m))
+    g = sized(Graph((x,), (red("buf0", (s0,), (m,), "sum", load("x", m * i0 + r0, f32)),), ("buf0",)),
+              SizeVars.of(s0=(2, INF, 8)))
+    module = run_sizes(g, cfg=config(**SMALL), sizes=[(8,), (3,), (31,)])
+    assert "triton_per_fused_0" in module.source and "R0_BLOCK: tl.constexpr = 64" in module.source
+
+
+@pytest.mark.parametrize("cfg", [dict(SMALL, **LOOPED), {}], ids=["small-blocks", "heuristic"])
+def test_softmax(cfg):
+    """max -> sum(exp(x - max)) -> divide: three r-loops over a row of symbolic length, one kernel."""
+    module = run_sizes(sized(softmax_graph(s0, s1)), cfg=config(**cfg), tol=dict(rtol=1e-5, atol=1e-7))
+    assert kernel_src(module, "triton_red_fused_0").count("for r0_offset in range(0, r0_numel, R0_BLOCK):") == 3
+    assert _buckets(module) == {"persistent", "looped"}
+
+
+@pytest.mark.parametrize("cfg", [dict(SMALL, **LOOPED), {}], ids=["small-blocks", "heuristic"])
+def test_layer_norm(cfg):
+    """Welford mean / m2 / count over a symbolic row length, the normalization in the same kernel: the
+    persistent form divides by this call's r0_numel, the looped one merges per-lane Welford states."""
+    module = run_sizes(sized(layernorm_graph(s0, s1)), cfg=config(**cfg), tol=dict(rtol=1e-4, atol=1e-5))
+    assert "tl.full([1, 1], r0_numel, tl.float32)" in kernel_src(module, "triton_per_fused_0")
+    assert "triton_helpers.welford_combine" in kernel_src(module, "triton_red_fused_0")
+    assert _buckets(module) == {"persistent", "looped"}
+
+
+def test_mean_divides_by_a_size():
+    """A size used as a number (a mean's count: an IndexValue of s1) is the kernel's size argument."""
+    x = inp("x", (s0, s1))
+    s = red("buf0", (s0,), (s1,), "sum", load("x", s1 * i0 + r0, f32))
+    mean = pw("buf1", (s0,), op("truediv", load("buf0", i0, f32), cast(index_value(s1), f32)))
+    module = run_sizes(sized(Graph((x,), (s, mean), ("buf1",))), cfg=config(**SMALL, **LOOPED))
+    assert "tl.full([1, 1], s1, tl.int64)" in kernel_src(module, "triton_per_fused_0")
+
+
+def test_bounded_sizes_index_in_32_bits_and_are_checked():
+    """Ranges with a finite upper end prove 32-bit indices; the wrapper checks a call stays inside them."""
+    g = sized(pointwise_graph(), SizeVars.of(s0=(2, 4096, 8), s1=(2, 4096, 16)))
+    module = run_sizes(g, sizes=[(8, 16), (5, 77)])
+    assert ".to(tl.int64)" not in kernel_src(module, "triton_poi_fused_0")
+    x, t = torch.randn(5000, 2, device=DEVICE), torch.randn(2, 5000, device=DEVICE)
+    with pytest.raises(ValueError, match="s0 = 5000 is outside the range"):
+        module.call([x, t], (5000, 2))
+
+
+def test_sizes_are_required():
+    module = compile_schedule(build_schedule(sized(pointwise_graph())), config=config())
+    x, t = make_inputs(bind_graph(sized(pointwise_graph()), {"s0": 4, "s1": 3}))[1]
+    with pytest.raises(TypeError, match="sizes"):
+        module.call([x, t])
+
+
+def embedding_backward_graph(D: int = 5) -> Graph:
+    """gw[ids[r0], r1] += 2 * grad[r0, r1]: s1 tokens into the s0 rows of a (s0, D) table."""
+    T0 = var("t", 0)
+    value = op("mul", load("grad", D * r0 + r1, f32), const(2.0, f32))
+    body = Scatter((s0, D), const(0.0, f32), (s1, D), (T0, r1), ((T0, load("ids", r0, i64), s0),), value, "add")
+    gw = ComputedBuffer("gw", lay((s0, D), f32), body)
+    return sized(Graph((inp("grad", (s1, D)), inp("ids", (s1,), i64)), (gw,), ("gw",)))
+
+
+def test_embedding_backward_scatter_add():
+    """An embedding's backward over symbolic token and row counts: the init kernel, then one atomic lane
+    per token and column; the index bound is s0."""
+    module = run_sizes_scheduled(embedding_backward_graph(), sizes=[(8, 16), (3, 40), (11, 2)], ids=(0, 3))
+    src = kernel_src(module, "triton_sca_fused_1")
+    assert "tl.atomic_add(" in src and "(tmp0 >= (s0))" in src  # the index checked against the s0 argument
+    assert src.count("triton_helpers.flag_error") == 1  # once: the coordinate is that checked index
+
+
+def test_index_put_set_symbolic():
+    """out = x; out[idx[r0]] = src[r0] with s1 points into s0 rows: unique indices (a 'set' race is eager's
+    too), bounds checked against s0 (a bad index raises)."""
+    T0 = var("t", 0)
+    body = Scatter((s0,), load("x", i0, f32), (s1,), (T0,), ((T0, load("idx", r0, i64), s0),),
+                   load("src", r0, f32), "set")
+    g = sized(Graph((inp("x", (s0,)), inp("idx", (s1,), i64), inp("src", (s1,))),
+                    (ComputedBuffer("out", lay((s0,), f32), body),), ("out",)))
+    module = compile_schedule(schedule(g, GpuPolicy()), config=config())
+    for n, m in ((8, 3), (20, 7)):
+        bound = bind_graph(g, {"s0": n, "s1": m})
+        idx = np.random.default_rng(n).permutation(n)[:m]
+        flats, tensors = make_inputs(bound, {"idx": idx})
+        got = as_numpy(module.call(list(tensors), (n, m))[0])
+        np.testing.assert_array_equal(got, outputs(bound, interpret(bound, flats))[0])
+    flats, tensors = make_inputs(bind_graph(g, {"s0": 4, "s1": 2}), {"idx": np.array([1, 4])})
+    with pytest.raises(IndexError, match="scatter index out of bounds"):
+        module.call(list(tensors), (4, 2))
+
+
+def run_sizes_scheduled(graph, sizes, **ranges):
+    """run_sizes with stax.sched's GPU schedule (a scatter needs its kernel kind)."""
+    module = compile_schedule(schedule(graph, GpuPolicy()), config=config())
+    names = [r.symbol.name for r in graph.size_vars.rows]
+    for k, values in enumerate(sizes):
+        bound = bind_graph(graph, dict(zip(names, values)))
+        local = {b: ((0, values[0]) if r == "s0" else r) for b, r in ranges.items()}
+        flats, tensors = make_inputs(bound, seed=k, **local)
+        got = [as_numpy(t) for t in module.call(list(tensors), tuple(values))]
+        for g, r in zip(got, outputs(bound, interpret(bound, flats))):
+            np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-6)  # (atomics: any order of adds)
+    return module
+
+
+def test_pointwise_split_into_symbolic_rows_raises_unsupported():
+    """A pointwise node over (s0, 6) fused with a reduction over 2*s0 rows of 3 would need its 6 split
+    into 2 x 3 against a symbolic row count: SymbolicUnsupported (the frontend runs the graph eagerly,
+    counted), never a kernel at the wrong size."""
+    x = inp("x", (s0, 6))
+    y = pw("buf0", (s0, 6), op("exp", load("x", 6 * i0 + i1, f32)))
+    s = red("buf1", (2 * s0,), (3,), "sum", load("buf0", 3 * i0 + r0, f32))
+    g = sized(Graph((x,), (y, s), ("buf1",)), SizeVars.of(s0=(2, INF, 8)))
+    with pytest.raises(SymbolicUnsupported, match="split"):
+        compile_schedule(build_schedule(g), config=config())
+
+
+def test_same_results_as_the_static_compile():
+    """At one size, the symbolic module and the static module of the bound graph agree bit for bit."""
+    g = sized(softmax_graph(s0, s1))
+    bound = bind_graph(g, {"s0": 7, "s1": 37})
+    flats, tensors = make_inputs(bound, seed=3)
+    cfg = config(**SMALL, **LOOPED)
+    dyn = compile_schedule(build_schedule(g), config=cfg).call(list(tensors), (7, 37))
+    static = compile_schedule(build_schedule(bound), config=cfg).call(list(tensors))
+    np.testing.assert_array_equal(as_numpy(dyn[0]), as_numpy(static[0]))
