@@ -159,7 +159,8 @@ def _in_memory_order(nodes: list, depth: int, merge: bool) -> Nest | None:
     """An outer-loop fusion over every pointwise dim of its nodes, with those dims in their
     outputs' memory order (node_loops' write order) where that differs from the logical one and
     stays legal: a channels-last max pool with indices (max, argmax, the flat index: 4 nodes
-    over [N, C, H, W]) ran C outside H and W, every store strided by C."""
+    over [N, C, H, W]) ran C outside H and W, every store strided by C. Where sharing C too would
+    take the reductions' vector loop (C, contiguous) away, one loop fewer is shared (N, H, W)."""
     if any(len(n.body.ranges) != depth for n in nodes):
         return None  # a node has pointwise dims the fusion does not share: their order is its own
     nls = [node_loops(n, merge=merge) for n in nodes]
@@ -167,6 +168,8 @@ def _in_memory_order(nodes: list, depth: int, merge: bool) -> Nest | None:
     if len(npoint) != 1 or nls[0].store_index() == node_loops(nodes[0], protect=depth, merge=merge).store_index():
         return None  # nodes disagree, or nothing moved
     d = npoint.pop()
+    if d > 1 and _blocks_vertical(nls, d) and _outer_fusable(nls, d - 1):
+        return Nest(d - 1, share_groups(nls))  # C stays inside: the window reductions vectorize along it
     return Nest(d, share_groups(nls)) if d and _outer_fusable(nls, d) else None
 
 

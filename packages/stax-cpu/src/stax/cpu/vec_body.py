@@ -186,6 +186,16 @@ def vector_reduction(nl: NodeLoops) -> bool:
     return not (rtype.startswith("welford") and not d.is_floating)
 
 
+def _positive_literal(n: Op) -> int | None:
+    """An integer floordiv / remainder by a positive literal (a max pool's flat index: k // 3, k % 3)."""
+    if n.name not in ("floordiv", "remainder") or not n.dtype.is_integer or n.dtype.is_bool:
+        return None
+    b = n.args[1]
+    if not isinstance(b, Constant) or not b.dtype.is_integer or b.dtype.is_bool or not n.args[0].dtype.is_integer:
+        return None
+    return int(b.value) if 0 < int(b.value) < 2**62 else None
+
+
 class VecBody:
     """Emits node values with loop `dim` vectorized; uniform subtrees go through `scalar`."""
 
@@ -282,6 +292,10 @@ class VecBody:
             fused = self._where_on_compare(n, names)
             if fused is not None:
                 return fused
+        by = _positive_literal(n)
+        if by is not None:
+            a = self.vec(*names[id(n.args[0])], n.args[0].dtype)
+            return self._define(("VB", n.name, a, by, n.dtype), n.dtype, f"stax::vec::{n.name}_by<{by}LL>({a})")
         args = [self.vec(*names[id(a)], a.dtype) for a in n.args]
         expr = co.vector_expr(n.name, args, [a.dtype for a in n.args], n.dtype)
         return self._define(("VO", n.name, tuple(args), n.dtype), n.dtype, expr)
@@ -296,7 +310,7 @@ class VecBody:
         if len(widths) != 1 or None in widths:
             return None
         a, b, x, y = (self.vec(*names[id(v)], v.dtype) for v in (*cond.args, *n.args[1:]))
-        expr = f"(({a} {COMPARE[cond.name]} {b}) ? {x} : {y})"
+        expr = f"stax::vec::select(({a} {COMPARE[cond.name]} {b}), {x}, {y})"
         return self._define(("VW", cond.name, a, b, x, y, n.dtype), n.dtype, expr)
 
     def _load(self, nl: NodeLoops, n: Load, names) -> str:

@@ -230,6 +230,11 @@ template <class VR, class VA> static inline VR float_to_int(VA a) {  // exact ea
 
 // ---- selection, comparisons, logic ----
 template <class VT> static inline VT where(vbool m, VT a, VT b) { return mask_for<VT>(m) ? a : b; }
+// int64 lanes are two registers wide: GCC splits bitwise ops but turns `m ? a : b` into a cmov per lane
+static inline vint64 blend64(vint64 m, vint64 a, vint64 b) { return (m & a) | (~m & b); }
+static inline vint64 where(vbool m, vint64 a, vint64 b) { return blend64(mask_for<vint64>(m), a, b); }
+template <class M, class VT> static inline VT select(M m, VT a, VT b) { return m ? a : b; }
+static inline vint64 select(vint64 m, vint64 a, vint64 b) { return blend64(m, a, b); }
 static inline vbool where(vbool m, vbool a, vbool b) { return (m & a) | (~m & b); }
 template <class VT> static inline vbool eq(VT a, VT b) { return to_bool(a == b); }
 template <class VT> static inline vbool ne(VT a, VT b) { return to_bool(a != b); }
@@ -256,6 +261,14 @@ static inline vbool bitwise_not(vbool a) { return ~a; }
     template <class VT> static inline vbool name(VT a) { \
         vbool r; for (int i = 0; i < W; ++i) r[i] = stax::name(a[i]) ? -1 : 0; return r; }
 @MAPS@
+// integer floor division / Python remainder by a positive literal: no error to flag, and the divisor a
+// template constant, so each lane is a multiply-high and shifts (a lane-wise idiv took ~40 cycles)
+template <long long C, class VT> static inline VT floordiv_by(VT a) {
+    VT r; for (int i = 0; i < W; ++i) { auto x = a[i]; auto q = x / C; r[i] = (q * C != x && x < 0) ? q - 1 : q; }
+    return r; }
+template <long long C, class VT> static inline VT remainder_by(VT a) {
+    VT r; for (int i = 0; i < W; ++i) { auto m = a[i] % C; r[i] = m < 0 ? m + C : m; }
+    return r; }
 template <class VT> static inline vfloat rand(VT seed, VT offset) {
     vfloat r; for (int i = 0; i < W; ++i) r[i] = stax::rand(seed[i], offset[i]); return r; }
 template <class VT> static inline vfloat randn(VT seed, VT offset) {
@@ -322,12 +335,12 @@ static inline vint64 iota64() { vint64 r; for (int i = 0; i < W; ++i) r[i] = i; 
 template <class VT> static inline void argmax_update(VT& acc, vint64& idx, VT v, vint64 vi) {
     auto take = (v > acc) | ((v != v) & (acc == acc));
     acc = take ? v : acc;
-    idx = __builtin_convertvector(take, vint64) ? vi : idx;
+    idx = blend64(__builtin_convertvector(take, vint64), vi, idx);
 }
 template <class VT> static inline void argmin_update(VT& acc, vint64& idx, VT v, vint64 vi) {
     auto take = (v < acc) | ((v != v) & (acc == acc));
     acc = take ? v : acc;
-    idx = __builtin_convertvector(take, vint64) ? vi : idx;
+    idx = blend64(__builtin_convertvector(take, vint64), vi, idx);
 }
 // fold an unrolled loop's independent accumulator (b, bi) into (acc, idx): lane-wise arg*_pick
 template <class VT> static inline void argmax_vmerge(VT& acc, vint64& idx, VT b, vint64 bi) {
