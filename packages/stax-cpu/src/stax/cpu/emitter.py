@@ -20,7 +20,7 @@ from .frame import KernelContext, Lines, LocalBuffer
 from .loops import NodeLoops, c_var, linear_coeffs, loop_var, parallel_depth
 from .nests import Nest
 from .scalar_body import ScalarBody
-from .split_kept import emit_split_kept, splits_kept, store_partials
+from .split_kept import emit_split_kept, splits_kept, store_partials, thread_range
 from .tiles import emit_tiled_group
 from .vec_body import VEC_SCANS, VecBody, VecPlan, plan_vector
 
@@ -159,10 +159,7 @@ class KernelEmitter:
         if not in_region:
             lines(f"#pragma omp parallel num_threads({self.threads})")
         with lines.block(""):
-            lines(f"const int64_t {t}_tid = omp_get_thread_num(), {t}_nth = omp_get_num_threads();")
-            lines(f"const int64_t {t}_chunk = (({n} + {t}_nth - 1) / {t}_nth + {step - 1}) / {step} * {step};")
-            lines(f"const int64_t {t}_lo = std_min({t}_tid * {t}_chunk, {n}), "
-                  f"{t}_hi = std_min({t}_lo + {t}_chunk, {n});")
+            thread_range(lines, t, n, step)
             self.bounds, self.split_tid, self.partials = {0: (f"{t}_lo", f"{t}_hi")}, f"{t}_tid", []
             try:
                 self.emit_group(lines, group, 0)

@@ -79,6 +79,14 @@ def splits_kept(em, nest: Nest) -> bool:
     return not em.ctx.graph.size_vars and wants_kept_split(nest, em.threads, em.min_chunk, em.vector_bytes, em.tile)
 
 
+def thread_range(lines: Lines, t: str, n, step: int) -> None:
+    """This thread's range [{t}_lo, {t}_hi) of a loop of `n` split over the threads, aligned to `step`
+    (the vector step: only the last range has a ragged end); {t}_tid, {t}_nth its id and the count."""
+    lines(f"const int64_t {t}_tid = omp_get_thread_num(), {t}_nth = omp_get_num_threads();")
+    lines(f"const int64_t {t}_chunk = (({n} + {t}_nth - 1) / {t}_nth + {step - 1}) / {step} * {step};")
+    lines(f"const int64_t {t}_lo = std_min({t}_tid * {t}_chunk, {n}), {t}_hi = std_min({t}_lo + {t}_chunk, {n});")
+
+
 def _linear(sizes, npoint: int) -> str:
     expr = "x0"
     for k in range(1, npoint):
@@ -98,10 +106,7 @@ def emit_split_kept(em, lines: Lines, nest: Nest, in_region: bool) -> None:
     if not in_region:
         lines(f"#pragma omp parallel num_threads({em.threads})")
     with lines.block(""):
-        lines(f"const int64_t {t}_tid = omp_get_thread_num(), {t}_nth = omp_get_num_threads();")
-        lines(f"const int64_t {t}_chunk = (({n} + {t}_nth - 1) / {t}_nth + {step - 1}) / {step} * {step};")
-        lines(f"const int64_t {t}_lo = std_min({t}_tid * {t}_chunk, {n}), "
-              f"{t}_hi = std_min({t}_lo + {t}_chunk, {n});")
+        thread_range(lines, t, n, step)
         em.bounds, em.split_tid, em.kept_split = {npoint: (f"{t}_lo", f"{t}_hi")}, f"{t}_tid", ks
         try:
             em.emit_group(lines, group, 0)
