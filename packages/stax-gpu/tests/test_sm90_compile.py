@@ -56,6 +56,14 @@ tdyn = SizeVars.of(s0=(2, float("inf"), 64), s1=(2, float("inf"), 64))
 ttile = Graph((inp("x", (s0, s1)), inp("y", (s1, s0))),
               (pw("buf0", (s0, s1), op("add", load("x", s1 * i0 + i1, f32), load("y", i0 + s0 * i1, f32))),), ("buf0",))
 cases.append((dataclasses.replace(ttile, size_vars=tdyn), None, cfg))  # 2-D tiles on a flat grid (tl.cdiv)
+# split reductions: a column sum (partials laid out (S, columns)) and welford mean + m2 (Chan's combine:
+# a sum that reads the other sum of its kernel)
+split = cfg.with_(num_sms=2, split_min_rnumel=64, split_min_chunk=8)
+col = Graph((inp("x", (256, 3)),), (R.red("buf0", (1, 3), (256,), "sum", load("x", 3 * Y.r0 + i1, f32)),), ("buf0",))
+wv = load("x", 256 * i0 + Y.r0, f32)
+wel = Graph((inp("x", (3, 256)),), (R.red("buf0", (3,), (256,), "welford_mean", wv),
+                                     R.red("buf1", (3,), (256,), "welford_m2", wv)), ("buf0", "buf1"))
+cases += [(col, None, split), (wel, None, split)]
 for graph, groups, c in cases:
     m = compile_schedule(build_schedule(graph, groups), config=c)
     for line in compile_module(m, graph):

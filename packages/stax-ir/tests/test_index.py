@@ -119,3 +119,17 @@ def _random_expr(rnd: random.Random, depth: int):
     if k == 5:
         return index_min(a, _random_expr(rnd, depth - 1))
     return index_max(a, _random_expr(rnd, depth - 1))
+
+
+def test_first_step_sees_through_digits():
+    """The step of the innermost digit a variable feeds (what neighbouring lanes read): 1 along r for
+    chunks of an NCHW tensor's (n, h*w) rows, where the affine stride is undefined (a FloorDiv term)."""
+    from stax.ir.affine import affine_parts, first_step
+
+    r, x0, x1 = sympy.symbols("r x0 x1", integer=True, nonnegative=True)
+    e = 12544 * x0 + 6422528 * x1 + 802816 * FloorDiv(r, 12544) + ModularIndexing(r, 1, 12544)
+    assert [first_step(e, v, (r, x0, x1)) for v in (r, x0, x1)] == [1, 12544, 6422528]
+    assert affine_parts(e, (r, x0, x1)).stride(r) == 0  # why first_step exists
+    assert first_step(FloorDiv(x1, 2) * 7 + x0, x1, (x0, x1)) == 0  # a variable only above a digit: no step
+    s = sympy.Symbol("s1", integer=True, positive=True)
+    assert first_step(s * x0 + r, x0, (x0, r)) == s  # symbolic sizes: an expression

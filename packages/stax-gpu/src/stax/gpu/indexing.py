@@ -10,6 +10,7 @@ stax.ir's `IndexPrinter` with those names.
 from __future__ import annotations
 
 import sympy
+from stax.ir.affine import first_step
 from stax.ir.index import sympify
 from stax.ir.index_printer import IndexPrinter
 from stax.ir.sizevars import SizeVar
@@ -57,3 +58,22 @@ def axes_of(e, axis_of: dict) -> frozenset:
         if not isinstance(s, SizeVar):
             out |= axis_of.get(s.name, {"x", "y", "r"})
     return frozenset(out)
+
+
+def unit_steps(index, xs, rs) -> tuple[bool, bool]:
+    """(steps by 1 along some x variable, along some r variable): what neighbouring lanes of a
+    program read when they differ in that variable. Digits count (`first_step`): a reduction over
+    (n, h*w) chunks of an NCHW tensor reads `802816*(r // 12544) + r % 12544`, contiguous in r."""
+    vs = list(xs) + list(rs)
+    return (any(first_step(index, v, vs) == 1 for v in xs), any(first_step(index, v, vs) == 1 for v in rs))
+
+
+def along_x(reads) -> bool:
+    """True when more of `reads`, (index, x variables, r variables) triples, walk memory with
+    stride 1 along x than along r: a column (outer) reduction, whose programs take many outputs."""
+    votes_x = votes_r = 0
+    for index, xs, rs in reads:
+        on_x, on_r = unit_steps(index, xs, rs)
+        votes_x += on_x
+        votes_r += on_r
+    return votes_x > votes_r

@@ -28,7 +28,7 @@ from stax.ir.value_ranges import index_fits_int32
 from stax.sched.schedule import EXTERN
 
 from .config import GpuConfig
-from .indexing import texpr
+from .indexing import along_x, texpr
 from .symbolic import SymbolicUnsupported, hint, is_static, size, symbols_of, upper_bound
 
 log = logging.getLogger("stax.gpu")
@@ -443,16 +443,8 @@ def _is_outer(plan: KernelPlan) -> bool:
         return False
     xs = [v.symbol for v in plan.axis_vars if v.axis == "x"]
     rs = [v.symbol for v in plan.axis_vars if v.axis == "r"]
-    votes_x = votes_r = 0
-    for p in plan.nodes:
-        if p.role not in (REDUCTION, SCAN):
-            continue
-        for ld in walk(p.node.body.value):
-            if isinstance(ld, Load):
-                parts = affine_parts(sympy.expand(plan.simplify(ld.index.xreplace(p.subs))), xs + rs)
-                votes_x += any(parts.stride(s) == 1 for s in xs)
-                votes_r += any(parts.stride(s) == 1 for s in rs)
-    return votes_x > votes_r
+    return along_x((plan.simplify(ld.index.xreplace(p.subs)), xs, rs) for p in plan.nodes
+                   if p.role in (REDUCTION, SCAN) for ld in walk(p.node.body.value) if isinstance(ld, Load))
 
 
 def _read_elsewhere(schedule) -> set:

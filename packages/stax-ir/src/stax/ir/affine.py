@@ -96,6 +96,16 @@ def affine_coefficients(index, vars_: Sequence) -> tuple[dict, int] | None:
     return dict(p.coeffs), sum(int(t) for t in p.rest_terms)
 
 
+def first_step(index, v, vars_: Iterable):
+    """How far `index` moves when `v` goes from 0 to 1 with every other variable of `vars_` at 0:
+    the stride of the innermost digit `v` feeds. Unlike `affine_parts(...).stride(v)` it sees
+    through digits: `802816*(r // 12544) + r % 12544` steps by 1 in r (what a warp's neighbouring
+    lanes read), where the affine stride is undefined. An expression with symbolic sizes."""
+    at = {u: 0 for u in vars_}
+    e = sympify(index)
+    return sympy.expand(e.xreplace({**at, v: 1}) - e.xreplace(at))
+
+
 def contiguous(parts: Iterable[AffineParts], outer, inner, inner_size) -> bool:
     """True when loops `outer` (around) and `inner` (of `inner_size` iterations) are one loop of
     outer * inner iterations for every index: each is linear in both, stride(outer) == inner_size *
