@@ -96,7 +96,7 @@ def _compile_graph(gm, example_inputs, kind: str, cfg: Config, input_strides, cl
                 return compiled
         cse(gm)
         with clock.phase("lower"):
-            if kind == "inference" and TARGETS[target].channels_last_convs:  # (the CPU target: oneDNN)
+            if kind == "inference" and TARGETS[target].packs_weights:  # (the CPU target: oneDNN)
                 if cfg.conv_prepack and cfg.conv_channels_last:
                     fuse_convolutions(gm, mutated)
                 if cfg.linear_prepack:

@@ -26,7 +26,9 @@ class Target:
     ir_device: str  # the stax.ir device of the generated code: 'cpu' | 'cuda'
     costs: Callable[[Config], DeviceCosts]  # §6.6 rules 1, 3, 5
     policy: Callable[[Config, tuple], object]  # stax.sched's fusion policy (config, donated input pairs)
-    channels_last_convs: bool  # 2-D convolutions run on NHWC memory (oneDNN: conv_layout.py)
+    channels_last_convs: bool  # 2-D convolutions run on NHWC memory (oneDNN, cuDNN: conv_layout.py)
+    packs_weights: bool  # inference convolutions / linears run on prepacked oneDNN weights (packed_*.py)
+    conv_bias_grad: bool  # convolution_backward's bias gradient is a Stax reduction, not ATen's (conv_layout.py)
     scan_acc_float64: bool  # float32 scans accumulate in float64 (ATen's CPU accumulate type)
     atomic_add: Callable[[dt.DType], bool]  # an accumulating scatter into this dtype is supported
     wrapper_names: Callable[[], tuple]  # (names, prefixes) its generated wrapper binds: IR inputs avoid them
@@ -68,10 +70,12 @@ def _gpu_atomic_add(d: dt.DType) -> bool:
 
 
 TARGETS: dict[str, Target] = {
-    CPU: Target(CPU, "cpu", lambda cfg: cfg.cpu_costs, _cpu_policy, channels_last_convs=True,
-                scan_acc_float64=True, atomic_add=lambda d: True, wrapper_names=_cpu_wrapper_names),
-    GPU: Target(GPU, "cuda", lambda cfg: cfg.gpu_costs, _gpu_policy, channels_last_convs=False,
-                scan_acc_float64=False, atomic_add=_gpu_atomic_add, wrapper_names=_gpu_wrapper_names),
+    CPU: Target(CPU, "cpu", lambda cfg: cfg.cpu_costs, _cpu_policy, channels_last_convs=True, packs_weights=True,
+                conv_bias_grad=False, scan_acc_float64=True, atomic_add=lambda d: True,
+                wrapper_names=_cpu_wrapper_names),
+    GPU: Target(GPU, "cuda", lambda cfg: cfg.gpu_costs, _gpu_policy, channels_last_convs=True, packs_weights=False,
+                conv_bias_grad=True, scan_acc_float64=False, atomic_add=_gpu_atomic_add,
+                wrapper_names=_gpu_wrapper_names),
 }
 
 
