@@ -19,6 +19,7 @@ from gpu_testlib import (
     i64,
     inp,
     kernel_src,
+    lay,
     pw,
     r0,
     r1,
@@ -228,3 +229,26 @@ def test_reduction_result_dtype_int8_wraps_like_the_reference():
     n, m = 3, 40
     g = Graph((inp("x", (n, m), i8),), (red("buf0", (n,), (m,), "sum", load("x", m * i0 + r0, i8)),), ("buf0",))
     run(g, cfg=config(**SMALL), x=(0, 100))
+
+
+def test_kept_dims_follow_the_stored_layout():
+    """A reduction whose output is channels-last (a max pool of NHWC activations: logical (n, c, h, w),
+    memory (n, h, w, c)) walks its kept dims in the memory order of that store, so neighbouring lanes
+    store and load neighbouring channels. In logical order every lane stepped by C: ResNet-18's NHWC
+    max pool forward and backward took 1.0 and 3.6 ms on the H200 (0.37 and 0.65 ms as NCHW)."""
+    from stax.ir import ComputedBuffer, Reduction
+    from stax.ir.affine import first_step
+    from stax.ir.index import pointwise_vars
+
+    n, c, h, w, k = 2, 8, 4, 4, 3
+    v0, v1, v2, v3 = pointwise_vars(4)
+    src = load("x", (h * w * c) * v0 + v1 + (w * c) * v2 + c * v3 + (h * w * c * n) * r0, f32)
+    body = Reduction((n, c, h, w), (k,), "max", src)
+    nhwc = ComputedBuffer("buf0", lay((n, c, h, w), f32, (h * w * c, 1, w * c, c)), body)
+    g = Graph((inp("x", (k * n, h, w, c)),), (nhwc,), ("buf0",))
+    plan = plan_kernels(build_schedule(g), config())[0]
+    xs = [v.symbol for v in plan.axis_vars if v.axis == "x"]
+    store = plan.simplify(nhwc.layout.index(pointwise_vars(4)).xreplace(plan.nodes[0].subs))
+    inner = min(plan.axis_vars, key=lambda v: v.divisor if v.axis == "x" else float("inf")).symbol
+    assert first_step(store, inner, xs) == 1, store
+    run(g, tol=dict(rtol=0, atol=0))

@@ -53,9 +53,10 @@ class GpuConfig:
         (Inductor's order too); False keeps loads at their first use.
     tile_2d: use 2-D tiles for pointwise kernels whose accesses disagree on the
         contiguous dimension (transposes).
-    write_order: a pointwise kernel's loops follow the memory order of what it stores, not
-        the logical order of its dims (a permuted output, eager's strides for x.t().exp(),
-        is then stored with stride 1; plan._write_order).
+    write_order: a pointwise kernel's loops, and a reduction kernel's kept dims, follow the
+        memory order of what it stores, not the logical order of its dims (a permuted output,
+        eager's strides for x.t().exp(), or a channels-last pooling, is then stored with
+        stride 1; plan._write_order).
     operand_order: emit an op's operands left to right, so loads are issued in the order the
         program reads them (Inductor's order; False: right to left): a transpose's contiguous
         tile is then loaded before its transposed one.

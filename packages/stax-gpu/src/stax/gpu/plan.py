@@ -333,9 +333,11 @@ def _assign_axes(plan: KernelPlan, nodes, roles, dims, config: GpuConfig, stored
             all_exprs += [e.xreplace(ren) for e in node_index_exprs(nd)]
         xsizes = list(next(iter(xsigs)))
         rsizes = list(next(iter(rsigs), ()))
-        if plan.form == POINTWISE_FORM and config.write_order and len(X) > 1:
-            writes = [node_index_exprs(nd)[-1].xreplace(ren) for nd, ren in zip(nodes, renames)
-                      if stored is None or nd.name in stored]
+        if plan.form in (POINTWISE_FORM, REDUCTION_FORM) and config.write_order and len(X) > 1:
+            # a reduction orders its kept dims by what it stores too: a channels-last max pool's
+            # (n, c, h, w) outputs in logical order made every lane of its stores and loads step by C
+            writes = [node_index_exprs(nd)[-1].xreplace(ren) for nd, ren, role in zip(nodes, renames, roles)
+                      if (stored is None or nd.name in stored) and (plan.form == POINTWISE_FORM or role == REDUCTION)]
             order = _write_order(X, writes)
             X, xsizes = [X[j] for j in order], [xsizes[j] for j in order]
         xs, xre, exprs, xvars = _coalesce(list(zip(X, xsizes)), all_exprs, "c") if X else ([], {}, all_exprs, [])
