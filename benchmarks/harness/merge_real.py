@@ -23,37 +23,48 @@ def _suite_order() -> list[str]:
     return [m.name for m in MODELS]
 
 
+def _runs_of(meta: dict) -> dict:
+    """{(commit, date): run} of one part: the runs an earlier merge recorded, else the part's own."""
+    own = {"commit": meta["machine"].get("commit"), "date": meta["date"], "wall_s": meta["wall_s"],
+           "load_average": meta.get("load_average")}
+    runs = meta.get("merged") or [own]
+    return {(r["commit"], r["date"]): {k: r.get(k) for k in ("commit", "date", "wall_s", "load_average")}
+            for r in runs}
+
+
 def merge(parts: list[dict]) -> dict:
-    """Later parts win per model; models in the suite's order."""
+    """Later parts win per model; models in the suite's order. A part may itself be a merged report:
+    its rows keep the run they came from (`case["run"]`), so a table can take new rows call by call."""
     variants = {json.dumps(p["meta"].get("variant"), sort_keys=True) for p in parts}
     if len(variants) != 1 or len({p["meta"]["device"] for p in parts}) != 1:
         raise SystemExit(f"merge_real: parts of different runs (variants {sorted(variants)}): not one table")
     order: list[str] = []
     chosen: dict[str, list[dict]] = {}
-    runs = []
-    for i, p in enumerate(parts):
+    known: dict = {}
+    for p in parts:
         meta = p["meta"]
+        known.update(_runs_of(meta))
+        own = {"commit": meta["machine"].get("commit"), "date": meta["date"]}
         by_model: dict[str, list[dict]] = {}
         for r in p["results"]:
             by_model.setdefault(r["workload"], []).append(r)
-        taken = []
         for m, rows in by_model.items():
             if m not in order:
                 order.append(m)
             if _ran(rows) or m not in chosen:
-                run = {"part": i, "commit": meta["machine"].get("commit"), "date": meta["date"]}
-                chosen[m] = [dict(r, case=dict(r.get("case") or {}, run=run)) for r in rows]
-                if _ran(rows):
-                    taken.append(m)
-        runs.append({"part": i, "commit": meta["machine"].get("commit"), "date": meta["date"],
-                     "wall_s": meta["wall_s"], "load_average": meta.get("load_average"), "models": taken})
-    for i, run in enumerate(runs):  # a model a later part ran again is credited to that part only
-        run["models"] = [m for m in run["models"] if chosen[m][0]["case"]["run"]["part"] == i]
+                chosen[m] = [dict(r, case=dict(r.get("case") or {}, run=(r.get("case") or {}).get("run") or own))
+                             for r in rows]
     suite = _suite_order()
     order.sort(key=lambda m: suite.index(m) if m in suite else len(suite))
-    meta = dict(parts[-1]["meta"], merged=runs, wall_s=sum(r["wall_s"] for r in runs))
-    meta["machine"] = dict(meta["machine"], commit=", ".join(dict.fromkeys(
-        str(r["commit"]) for r in runs if r["models"])))
+    credited: dict = {}
+    for m in order:
+        if _ran(chosen[m]):
+            run = chosen[m][0]["case"]["run"]
+            credited.setdefault((run["commit"], run["date"]), []).append(m)
+    runs = [dict(known.get(key, {"commit": key[0], "date": key[1], "wall_s": 0.0}), models=models)
+            for key, models in sorted(credited.items(), key=lambda kv: kv[0][1])]
+    meta = dict(parts[-1]["meta"], merged=runs, wall_s=sum(r["wall_s"] or 0.0 for r in runs))
+    meta["machine"] = dict(meta["machine"], commit=", ".join(dict.fromkeys(str(r["commit"]) for r in runs)))
     return {"meta": meta, "results": [r for m in order for r in chosen[m]]}
 
 

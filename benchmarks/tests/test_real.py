@@ -240,6 +240,14 @@ def test_merge_real_takes_each_model_from_its_last_run():
     md = real_output.markdown(merged)
     assert "Merged from 2 runs" in md and "commit abc, 9 s: a" in md and "commit def, 9 s: b" in md
     assert "commit abc, def" in md and "Over the 2 of 2 models" in md
+    third = copy.deepcopy(second)  # a merged report merged again: its rows keep their runs
+    third["meta"]["machine"]["commit"], third["meta"]["date"] = "ghi", "2026-12-03 10:00"
+    third["results"] = [r for r in third["results"] if r["workload"] == "b"]
+    again = merge([merged, third])
+    got = {(r["workload"], r["backend"]): r for r in again["results"]}
+    assert got[("a", "stax")]["case"]["run"]["commit"] == "abc" and got[("b", "stax")]["case"]["run"]["commit"] == "ghi"
+    assert [(r["commit"], r["models"]) for r in again["meta"]["merged"]] == [("abc", ["a"]), ("ghi", ["b"])]
+    assert again["meta"]["merged"][0]["wall_s"] == first["meta"]["wall_s"]
     other = copy.deepcopy(second)
     other["meta"]["variant"] = {"label": "training step, float32"}
     with pytest.raises(SystemExit, match="different runs"):

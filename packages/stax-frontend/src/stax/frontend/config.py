@@ -80,8 +80,8 @@ class Config:
     strict: re-raise when a whole graph fails to compile instead of running it eagerly.
     max_reads / max_body_ops: §6.6 rules 2 and 4 (too many reads, body too large).
     cpu_costs / gpu_costs: §6.6 per-device cost tables (rules 1 and 3).
-    conv_channels_last: CPU inference and training graphs run 2-D convolutions on channels-last
-      memory (lowering/conv_layout.py); env STAX_CONV_CHANNELS_LAST=0 keeps NCHW.
+    conv_channels_last: inference and training graphs (CPU: oneDNN, cuda: cuDNN) run 2-D convolutions
+      on channels-last memory (lowering/conv_layout.py); env STAX_CONV_CHANNELS_LAST=0 keeps NCHW.
     conv_prepack: CPU inference graphs run each 2-D convolution whose weight is a graph input on a
       oneDNN weight packed once, with batch norm folded into it and a ReLU / residual add as
       post-ops (conv_fusion.py, packed_conv.py: the cache follows version counters, so a write
