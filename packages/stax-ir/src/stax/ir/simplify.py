@@ -23,7 +23,7 @@ import sympy
 
 from .affine import affine_parts, contiguous
 from .index import CeilDiv, FloorDiv, ModularIndexing, sympify, var
-from .symbolic_digits import combine_symbolic_digits, has_size_symbol, symbolic_digit
+from .symbolic_digits import combine_symbolic_digits, digit_pair, has_size_symbol, symbolic_digit
 from .value_ranges import IndexBounds, ValueRange, var_range_map
 
 _ONE = sympy.Integer(1)
@@ -287,20 +287,8 @@ class _Simplifier:
                 dg = _digit(t)
                 if c is not None and dg is not None:
                     digits.append((k, c, dg))
-            hit = None
-            for ka, ca, (za, da, ma) in digits:
-                for kb, cb, (zb, db, mb) in digits:
-                    if (
-                        ka != kb
-                        and mb is not None
-                        and db * mb == da
-                        and _congruent(ca, cb * mb, modulus)
-                        and self.same_base(za, zb, da)
-                    ):
-                        hit = (ka, kb, cb, za, db, None if ma is None else ma * mb)  # za: the exact base
-                        break
-                if hit:
-                    break
+            hit = digit_pair(digits, lambda ca, za, da, cb, zb, db, mb: (  # (za: the exact base)
+                db * mb == da and _congruent(ca, cb * mb, modulus) and self.same_base(za, zb, da)))
             if hit is None:
                 return e
             ka, kb, c, z, d, m = hit

@@ -40,19 +40,30 @@ def _equal(a, b) -> bool:
     return a == b or sympy.expand(a - b) == 0
 
 
+def digit_pair(digits, fits) -> tuple | None:
+    """The first pair of `digits`, (position, coefficient, (base, divisor, modulus or None)) triples, that
+    recombine: an outer digit a = c*m*D(z, d*m, M) and an inner b = c*D(z, d, m) with `fits(ca, za, da,
+    cb, zb, db, mb)` (how coefficients, bases and divisors are compared: integers, congruences, size
+    expressions). Returns (position a, position b, c, z, d, merged modulus m*M or None), the search that
+    `simplify` (static) and `combine_symbolic_digits` share."""
+    for ka, ca, (za, da, ma) in digits:
+        for kb, cb, (zb, db, mb) in digits:
+            if ka != kb and mb is not None and fits(ca, za, da, cb, zb, db, mb):
+                return ka, kb, cb, za, db, None if ma is None else ma * mb
+    return None
+
+
+def _symbolic_fits(ca, za, da, cb, zb, db, mb) -> bool:
+    return za == zb and _equal(db * mb, da) and _equal(ca, cb * mb)
+
+
 def combine_symbolic_digits(e):
     """`e` (a sum) with every pair of adjacent digits of one base recombined, until none is left."""
     while e.is_Add:
         terms = list(e.args)
-        digits = [(k, d) for k, d in ((k, symbolic_digit(t)) for k, t in enumerate(terms)) if d is not None]
-        hit = None
-        for ka, (ca, za, da, ma) in digits:
-            for kb, (cb, zb, db, mb) in digits:
-                if ka != kb and mb is not None and za == zb and _equal(db * mb, da) and _equal(ca, cb * mb):
-                    hit = ka, kb, cb, za, db, None if ma is None else ma * mb
-                    break
-            if hit:
-                break
+        digits = [(k, d[0], d[1:]) for k, d in ((k, symbolic_digit(t)) for k, t in enumerate(terms))
+                  if d is not None]
+        hit = digit_pair(digits, _symbolic_fits)
         if hit is None:
             return e
         ka, kb, c, z, d, m = hit
