@@ -110,7 +110,7 @@ def _column(reds: list) -> bool:
 
 
 def _plan_split(schedule: Schedule, kernel: Kernel, config: GpuConfig, sms: int):
-    """(S, chunk, reductions, loop nodes, epilogue nodes) if `kernel` should be split, else None."""
+    """(S, chunk, reductions, loop nodes, epilogue nodes, column) if `kernel` should be split, else None."""
     if kernel.kind == EXTERN:
         return None
     nodes = [schedule.graph.node(nm) for nm in kernel.nodes]

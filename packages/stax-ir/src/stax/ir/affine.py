@@ -101,8 +101,11 @@ def first_step(index, v, vars_: Iterable):
     the stride of the innermost digit `v` feeds. Unlike `affine_parts(...).stride(v)` it sees
     through digits: `802816*(r // 12544) + r % 12544` steps by 1 in r (what a warp's neighbouring
     lanes read), where the affine stride is undefined. An expression with symbolic sizes."""
-    at = {u: 0 for u in vars_}
     e = sympify(index)
+    parts = affine_parts(e, vars_)
+    if v not in parts.nonlinear:  # a plain c*v term (or none): its coefficient, without substituting
+        return parts.stride(v)
+    at = {u: 0 for u in vars_}
     return sympy.expand(e.xreplace({**at, v: 1}) - e.xreplace(at))
 
 
