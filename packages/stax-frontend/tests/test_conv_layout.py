@@ -200,6 +200,7 @@ def test_gpu_training_convolutions_run_channels_last_and_stax_sums_the_bias(monk
     are NHWC: given NCHW they transpose on every call) and convolution_backward is asked for no
     bias gradient: Stax sums grad_output itself (ATen's separate reduce kernel: 1.3 ms per
     ConvNeXt-atto step on the H200). Gradients as eager's."""
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)  # (a GPU: eager and stax in full float32)
     with _gpu_route():
         calls = _captured_aten_calls(monkeypatch)
         m, x = _model()
