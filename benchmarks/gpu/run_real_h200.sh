@@ -15,13 +15,11 @@
 #   SKIP_TESTS=1 BUDGET_S=540 REAL_RUNS="train-fp32 train-bf16" REAL_ONLY=resnet18,resnet50,mobilenet REAL_TAG=a ...
 #   SKIP_TESTS=1 BUDGET_S=540 REAL_RUNS="train-fp32 train-bf16" REAL_ONLY=convnext,vit,bert REAL_TAG=b ...
 #   SKIP_TESTS=1 BUDGET_S=540 REAL_RUNS="train-fp32 train-bf16" REAL_ONLY=gpt2,t5,llama,transformer REAL_TAG=c ...
-# Done so far (2026-12-02): every model and phase except three rows, merged per run into real-cuda[-bfloat16]
-# [-train].{json,md,png} by `python -m benchmarks.harness.merge_real OUT_STEM PART.json ...` (later parts win per
-# model; the header names each part's commit). Still to run: bfloat16 inference of llama and
-# transformer_encoder_layer, bfloat16 training of t5 — one call:
-#   SKIP_TESTS=1 DEADLINE_TAIL_S=20 BUDGET_S=110 REAL_RUNS=infer-bf16 REAL_ONLY=llama,transformer REAL_TAG=h; then
-#   SKIP_TESTS=1 BUDGET_S=200 REAL_RUNS=train-bf16 REAL_ONLY=t5 REAL_TAG=h   (t5's training row took 148 s in fp32)
-# and the cuda real-model tests (SKIP_TESTS unset), never yet run on the H200 at the current code.
+# Done (2026-12-03): every model and phase, merged per run into real-cuda[-bfloat16][-train].{json,md,png} by
+# `python -m benchmarks.harness.merge_real OUT_STEM OUT_STEM.json PART.json ...` (later parts win per model, a merged
+# report merges again; the header names each part's commit). To refresh some rows, run them with REAL_ONLY and a
+# REAL_TAG and merge the part into the committed table. benchmarks/gpu/run_kernel_probe_h200.sh runs the per-kernel
+# probe (kernel_probe.py) beside the cuda tests and, optionally, rows of this suite in the same call.
 # Each invocation spends ~25 s on real_env.txt (imports) before the first model: a BUDGET_S under ~60 runs nothing.
 # Knobs: REAL_RUNS (which runs, in order: infer-fp32 train-fp32 infer-bf16 train-bf16 autocast), REAL_ONLY (model
 # name prefixes), REAL_TAG (suffix of the output names, for calls split by model), REAL_ROUNDS (interleaved
