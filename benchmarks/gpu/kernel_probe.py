@@ -17,6 +17,7 @@ as a tarball. A first look at where the 2-4x gap in generated-kernel time (issue
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -27,7 +28,10 @@ import tempfile
 import time
 from collections import defaultdict
 
-import torch
+if "--dry-run" in sys.argv:  # Triton reads TRITON_INTERPRET when imported, and importing torch imports it
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import torch  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 from benchmarks.harness.backends import wrap  # noqa: E402
@@ -166,7 +170,7 @@ def probe(name: str, train: bool, dtype: torch.dtype, device: str, calls: int, s
         fn, inputs, _ = R.program(sample, train, device=device)
         torch._dynamo.reset()
         t0 = time.perf_counter()
-        with LaunchLog() if backend == "stax" else _Null() as log:
+        with LaunchLog() if backend == "stax" else contextlib.nullcontext() as log:
             compiled = wrap(backend, fn)
             compiled(*inputs)
             sync()
@@ -194,14 +198,6 @@ def probe(name: str, train: bool, dtype: torch.dtype, device: str, calls: int, s
               flush=True)
         del compiled, prof
     return out
-
-
-class _Null:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 def summary(result: dict, top: int) -> str:
@@ -233,7 +229,6 @@ def main(argv=None) -> int:
     ap.add_argument("--dry-run", action="store_true", help="CPU tensors through Triton's interpreter")
     a = ap.parse_args(argv)
     if a.dry_run:
-        os.environ.setdefault("TRITON_INTERPRET", "1")
         from stax.frontend import config
 
         route = config.patch(device_override="gpu")  # kept: a dropped context manager would restore at once

@@ -20,18 +20,15 @@ if [ "${SKIP_TESTS:-0}" != "1" ]; then
       -p no:cacheprovider -rfE --tb=short --durations=10 -n 6 > "$W/real_tests.txt" 2>&1
     echo "pytest exit code: $?" >> "$W/real_tests.txt" ) &
 fi
-if [ -n "${PROBE_MODELS:-}" ]; then
-  timeout $((${PROBE_S:-300} + 90)) $PY benchmarks/gpu/kernel_probe.py --models "$PROBE_MODELS" ${PROBE_ARGS:-} \
-    --deadline "${PROBE_S:-300}" --out "$W" 2>&1 | grep -vE "^(USDT|W[0-9]{4})" > "$W/probe.log"
-  echo "probe exit code: ${PIPESTATUS[0]}" >> "$W/probe.log"
-  tail -n 5 "$W/probe.log"
-fi
-if [ -n "${PROBE2_MODELS:-}" ]; then  # a second probe, e.g. other models with other backends
-  timeout $((${PROBE2_S:-200} + 90)) $PY benchmarks/gpu/kernel_probe.py --models "$PROBE2_MODELS" ${PROBE2_ARGS:-} \
-    --deadline "${PROBE2_S:-200}" --out "$W" 2>&1 | grep -vE "^(USDT|W[0-9]{4})" > "$W/probe2.log"
-  echo "probe exit code: ${PIPESTATUS[0]}" >> "$W/probe2.log"
-  tail -n 5 "$W/probe2.log"
-fi
+probe() {  # probe LOG MODELS ARGS SECONDS: one kernel_probe.py run, its log in $W
+  timeout $(($4 + 90)) $PY benchmarks/gpu/kernel_probe.py --models "$2" $3 --deadline "$4" --out "$W" 2>&1 \
+    | grep -vE "^(USDT|W[0-9]{4})" > "$W/$1"
+  echo "probe exit code: ${PIPESTATUS[0]}" >> "$W/$1"
+  tail -n 5 "$W/$1"
+}
+[ -n "${PROBE_MODELS:-}" ] && probe probe.log "$PROBE_MODELS" "${PROBE_ARGS:-}" "${PROBE_S:-300}"
+# a second probe, e.g. other models with other backends
+[ -n "${PROBE2_MODELS:-}" ] && probe probe2.log "$PROBE2_MODELS" "${PROBE2_ARGS:-}" "${PROBE2_S:-200}"
 wait
 tail -n 15 "$W/real_tests.txt" 2>/dev/null
 if [ -n "${SUITE:-}" ]; then

@@ -4,6 +4,8 @@ to NHWC, the kernel between two convolutions writing NHWC directly (no NCHW copy
 training, saved activations stay NHWC (reported to AOTAutograd) and the backward's
 convolutions run channels-last too."""
 
+import os
+
 import pytest
 import torch
 import torch.nn as nn
@@ -172,8 +174,6 @@ GPU = "cuda" if torch.cuda.is_available() else "cpu"
 def _gpu_route():
     """cuda tensors on a GPU; else CPU tensors through Triton's interpreter (conftest sets it)."""
     pytest.importorskip("triton")
-    import os
-
     if GPU == "cpu" and os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
         pytest.skip("the GPU route without a GPU needs TRITON_INTERPRET=1")
     return config.patch(device_override="gpu" if GPU == "cpu" else None)
