@@ -19,6 +19,7 @@ from .cpp_ops import vtype
 from .frame import KernelContext, Lines, LocalBuffer
 from .loops import NodeLoops, c_var, linear_coeffs, loop_var, parallel_depth
 from .nests import Nest
+from .prefetch import PREFETCH_BYTES, computes_heavily
 from .scalar_body import ScalarBody
 from .split_kept import emit_split_kept, splits_kept, store_partials, thread_range
 from .tiles import emit_tiled_group
@@ -142,8 +143,15 @@ class KernelEmitter:
             lb = self.ctx.local.get(nl.node.name)
             if isinstance(lb, LocalBuffer):  # (chunk buffers of a region are declared by their chunk loop)
                 lines(f"{lb.ctype} {lb.name}[{lb.extent}];  // {nl.node.name}: kernel-local")
-        for group in nest.groups:
-            self.emit_group(lines, group, nest.outer)
+        for k, group in enumerate(nest.groups):
+            if k and nest.outer and not self.ctx.prefetch and computes_heavily(group):  # fetch the next rows
+                self.ctx.prefetch, self.ctx.prefetch_row = PREFETCH_BYTES, loop_var(nest.outer - 1)
+                try:
+                    self.emit_group(lines, group, nest.outer)
+                finally:
+                    self.ctx.prefetch, self.ctx.prefetch_row = 0, None
+            else:
+                self.emit_group(lines, group, nest.outer)
         self.close_loops(stack, len(stack))
 
     # ---- a full reduction split over the threads ----

@@ -57,6 +57,7 @@ class KernelContext:
     streaming: frozenset = frozenset()  # outputs large enough for non-temporal vector stores
     huge: tuple = ()  # (pointer, bytes) of outputs advised to use transparent huge pages
     prefetch: int = 0  # bytes ahead to prefetch contiguous vector loads of memory buffers (0: none)
+    prefetch_row: object = None  # outer loop var: prefetch inputs' next rows instead (prefetch.row_ahead)
     sizes: tuple = ()  # names of the size symbols passed as arguments (a symbolic-shape graph's table)
 
     def ptr(self, buf: str) -> str:

@@ -20,12 +20,10 @@ from stax.ir import Load, walk
 from . import cpp_ops as co
 from .loops import NodeLoops, linear_coeffs, loop_var
 from .nests import Nest, dense_extent
+from .prefetch import PREFETCH_BYTES
 from .vec_body import plan_vector
 
 MAX_SCRATCH = 512 << 10  # largest chunk scratch (bytes, per thread, on the stack)
-# the producer prefetches its inputs this far ahead: its stores stay in cache, so nothing else keeps
-# the memory busy while it computes
-PREFETCH_BYTES = 4096
 
 
 @dataclass(frozen=True)

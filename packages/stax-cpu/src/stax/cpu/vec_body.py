@@ -20,6 +20,7 @@ from stax.ir.index_printer import to_c
 from . import cpp_ops as co
 from .cpp_ops import VTYPE, vtype
 from .loops import NodeLoops, c_var, linear_coeffs, loop_var
+from .prefetch import row_ahead
 
 # reductions with a vector accumulator (accumulators.VEC_ACC); bool values: any/all only
 VEC_REDUCTIONS = ("sum", "prod", "max", "min", "argmax", "argmin", "any", "all",
@@ -313,6 +314,17 @@ class VecBody:
         expr = f"stax::vec::select(({a} {COMPARE[cond.name]} {b}), {x}, {y})"
         return self._define(("VW", cond.name, a, b, x, y, n.dtype), n.dtype, expr)
 
+    def _prefetch_ahead(self, n: Load, idx) -> int:
+        """Elements ahead to prefetch a contiguous load (prefetch.py), 0 for none."""
+        ctx = self.ctx
+        if not ctx.prefetch or n.buffer in ctx.local:
+            return 0
+        if ctx.prefetch_row is None:
+            return ctx.prefetch // n.dtype.itemsize
+        if n.buffer not in ctx.in_ptrs:  # written in this kernel: its next rows are not there yet
+            return 0
+        return row_ahead(idx, ctx.prefetch_row, n.dtype.itemsize)
+
     def _load(self, nl: NodeLoops, n: Load, names) -> str:
         ptr = self.ctx.ptr(n.buffer)
         idx = self.ctx.localize(n.buffer, nl.index(n.index))
@@ -321,9 +333,10 @@ class VecBody:
             base = to_c(idx)
             fn = {"float16": "stax::vec::load_f16", "bfloat16": "stax::vec::load_bf16",
                   "bool": "stax::vec::load_bool"}.get(n.dtype.name, f"stax::vec::loadu<{vtype(n.dtype)}>")
-            if self.ctx.prefetch and n.buffer not in self.ctx.local and ("VL", n.buffer, idx, n.dtype) not in self.cse:
+            ahead = self._prefetch_ahead(n, idx)
+            if ahead and ("VL", n.buffer, idx, n.dtype) not in self.cse:
                 # a compute-heavy loop keeps the memory busy only if it asks for its data ahead
-                self.lines(f"__builtin_prefetch({ptr} + {base} + {self.ctx.prefetch // n.dtype.itemsize}, 0, 0);")
+                self.lines(f"__builtin_prefetch({ptr} + {base} + {ahead}, 0, 0);")
             return self._define(("VL", n.buffer, idx, n.dtype), n.dtype, f"{fn}({ptr} + {base})")
         # lane loop: strided, indirect or masked reads
         key = ("VG", n.buffer, idx, n.dtype, tuple(names[id(c)] for c in n.children()), repr(n.other))
