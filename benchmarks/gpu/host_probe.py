@@ -50,6 +50,16 @@ def timings(f, inputs, sync, steps: int) -> tuple[float, float]:
     return statistics.median(wall), statistics.median(host)
 
 
+def allocator_counts() -> dict:
+    """The caching allocator's counters that cost the host a device call (cudaMalloc / cudaFree, a
+    retry after freeing cached blocks: both synchronize)."""
+    if not torch.cuda.is_available():
+        return {}
+    st = torch.cuda.memory_stats()
+    keys = ("num_device_alloc", "num_device_free", "num_alloc_retries", "num_sync_all_streams")
+    return {k: st.get(k, 0) for k in keys}
+
+
 def kernel_ms(f, inputs, sync, calls: int) -> tuple[float, int]:
     """(GPU kernel ms per step, kernels per step) from torch.profiler's device events."""
     from torch.profiler import ProfilerActivity, profile
@@ -104,10 +114,13 @@ def probe(name: str, a, device: str, sync) -> str:
         first = time.perf_counter() - t
         for _ in range(3):
             f(*inputs)
+        before = allocator_counts()
         wall, host = timings(f, inputs, sync, a.steps)
+        after = allocator_counts()
         gpu, n = kernel_ms(f, inputs, sync, 3)
         lines.append(f"{backend:9s} step {wall:8.2f} ms  host {host:8.2f} ms  kernels {gpu:7.2f} ms ({n} per step)"
-                     f"  first call {first:.1f} s")
+                     f"  first call {first:.1f} s  allocator per step: "
+                     + ", ".join(f"{k} {(after[k] - before[k]) / a.steps:g}" for k in after))
         if backend == "stax":
             lines += [f"  {s}" for s in graph_wrappers()]
         if backend in a.profile.split(","):

@@ -10,6 +10,8 @@ the state back. On CPU this exercises the same lowering and runtime path cuda at
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 from conftest import assert_same
@@ -123,3 +125,74 @@ def test_eager_backward_takes_carrier_or_raw_state(carrier):
     state = torch.tensor([5, 7], dtype=torch.uint64)
     value = carry(state, torch.device("cpu")) if carrier else state
     assert uncarry(value) is state
+
+
+# cuda attention's other contract: with no CUDA graph capture running, eager's memory-efficient and
+# flash kernels return the philox seed and offset as 0-dim int64 CPU tensors, and the backward reads them
+_lib.define("seeded(Tensor x, int seed) -> (Tensor, Tensor)")
+_lib.define("seeded_backward(Tensor grad, Tensor seed) -> Tensor")
+_lib.impl("seeded", lambda x, seed: _noisy(x, seed)[:1] + (torch.tensor(seed),), "CPU")
+_lib.impl("seeded_backward", lambda grad, seed: _noisy_backward(grad, torch.stack([seed, seed.new_tensor(7)])), "CPU")
+torch.library.register_fake("stax_opaque_test::seeded", lambda x, seed: (torch.empty_like(x), torch.tensor(seed)),
+                            lib=_lib)
+torch.library.register_fake("stax_opaque_test::seeded_backward", lambda grad, seed: torch.empty_like(grad), lib=_lib)
+torch.library.register_autograd(
+    "stax_opaque_test::seeded",
+    lambda ctx, grad, _: (torch.ops.stax_opaque_test.seeded_backward(grad, ctx.saved_tensors[0]), None),
+    setup_context=_setup_context, lib=_lib)
+
+
+def test_a_host_scalar_only_library_calls_read_is_passed_as_it_is(monkeypatch):
+    """The saved seed (a 0-dim int64 tensor read only by the backward's library call) is an opaque
+    input of the backward graph: handed over unchecked, never copied to the graph's device (on cuda
+    that copy synchronized the host with the GPU once per attention layer and step)."""
+    from stax.frontend import runtime
+
+    opaque = []
+    init = runtime.CompiledGraph.__init__
+
+    def record(self, spec, *a, **k):
+        init(self, spec, *a, **k)
+        opaque.append(sorted(spec.input_names[p] for p in spec.opaque_positions))
+
+    monkeypatch.setattr(runtime.CompiledGraph, "__init__", record)
+
+    def h(x):
+        y, _ = torch.ops.stax_opaque_test.seeded(x.sin() * 2, 4321)
+        return y.exp() + 1
+
+    x = torch.randn(6, 7)
+    for _ in range(2):  # the second step takes the per-call path
+        assert_same(_step(torch.compile(h, backend="stax"), x), _step(h, x))
+    assert len(opaque) == 2 and len(opaque[1]) == 1, opaque  # (forward, backward): the backward's seed
+    assert metrics.snapshot().graphs_failed == 0
+
+
+def test_a_module_taking_rng_state_is_never_cuda_graphed(monkeypatch):
+    """A CUDA graph captured around the backward's library call would keep the seed it read on the
+    host at capture time, and replay it every step: such a module is compiled with graphs off."""
+    pytest.importorskip("triton")
+    if torch.cuda.is_available():
+        pytest.skip("the op is CPU-only: this runs the GPU route on CPU tensors, through Triton's interpreter")
+    if os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
+        pytest.skip("the GPU route without a GPU needs TRITON_INTERPRET=1")
+    import stax.gpu
+    from stax.frontend import config
+
+    graphed = []
+    real = stax.gpu.compile_schedule
+
+    def spy(schedule, *, config, **kw):
+        graphed.append(config.cuda_graphs)
+        return real(schedule, config=config, **kw)
+
+    monkeypatch.setattr(stax.gpu, "compile_schedule", spy)
+
+    def h(x):
+        y, _ = torch.ops.stax_opaque_test.seeded(x.sin() * 2, 4321)
+        return y.exp() + 1
+
+    x = torch.randn(6, 7)
+    with config.patch(device_override="gpu"):
+        assert_same(_step(torch.compile(h, backend="stax"), x), _step(h, x))
+    assert graphed == [True, False]  # the forward may be graphed; the backward, taking the seed, not

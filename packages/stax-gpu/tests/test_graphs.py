@@ -209,6 +209,18 @@ def test_an_output_in_an_input_s_memory_turns_graphs_off(xw):
     assert g.disabled == "an output shares an input's memory"
 
 
+def test_an_input_on_the_host_turns_graphs_off(xw):
+    """A host tensor among a module's inputs (cuda attention's philox seed, a CPU scalar) is read
+    by the host at launch: a replay would reuse its first value, so the module is never captured."""
+    x, w = xw
+    g = GraphedCall(two_outputs, "t", backend=HostGraphs(device_type="meta"))  # every CPU tensor is "on the host"
+    for _ in range(3):
+        x.copy_(torch.randn(4, 8))
+        assert same(g([x, w]), reference(x, w))
+    assert g.disabled == "inputs [0, 1] are on the host (a graph would keep their first values)"
+    assert g.stats == {"plain": 3, "captures": 0, "replays": 0}
+
+
 def test_a_failed_capture_turns_graphs_off_and_the_call_still_runs(xw):
     x, w = xw
     g = GraphedCall(two_outputs, "t", backend=HostGraphs(fail="operation not permitted when stream is capturing"))

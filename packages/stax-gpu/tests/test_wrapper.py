@@ -94,6 +94,32 @@ def test_extern_kernel_with_constants_and_layout_fixup():
     assert "extern_call(EXTERN_0, (a, b), CONSTANTS_0" in m.source
 
 
+def test_an_extern_kernel_with_bind_is_bound_once_and_called_with_buffers_only():
+    """`fn.bind(**constants)` (the extern protocol stax.cpu follows) is called once when the module is
+    built; each call then passes only the buffers: no constants dict expanded, no plan looked up."""
+    n = 4
+    mm = ExternKernel("buf0", lay((n, n)), "aten.mm_s", ("a", "b"), (("alpha", 3.0),))
+    post = pw("buf1", (n, n), op("add", load("buf0", n * i0 + i1, f32), const(1.0, f32)))
+    g = Graph((inp("a", (n, n)), inp("b", (n, n))), (mm, post), ("buf1",))
+    binds, calls = [], []
+
+    def mm_s(a, b, alpha):
+        return alpha * (a @ b)
+
+    def bind(alpha):
+        binds.append(alpha)
+        return lambda a, b: calls.append(1) or mm_s(a, b, alpha)
+
+    mm_s.bind = bind
+    module = compile_schedule(build_schedule(g, [["buf0"], ["buf1"]]), extern_kernels={"aten.mm_s": mm_s},
+                              config=config())
+    a, b = (torch.randn(n, n, device=DEVICE) for _ in range(2))
+    for _ in range(3):
+        (got,) = module.call([a, b])
+        torch.testing.assert_close(got, 3.0 * (a @ b) + 1, rtol=1e-5, atol=1e-5)
+    assert binds == [3.0] and len(calls) == 3
+
+
 def test_missing_extern_kernel_is_a_compile_error():
     g = Graph((inp("a", (2, 2)),), (ExternKernel("buf0", lay((2, 2)), "aten.foo", ("a",)),), ("buf0",))
     with pytest.raises(KeyError, match="aten.foo"):

@@ -23,7 +23,7 @@ def decode(obj, tensors):
         if head.startswith("t") and not rest:
             return tensors[int(head[1:])]
         if head.startswith("o") and not rest:
-            return tensors[int(head[1:])].stax_items[0]
+            return uncarry(tensors[int(head[1:])])
         if head == "str":
             return rest
         return ENUMS[head][1](rest)
@@ -87,7 +87,7 @@ def _template(obj) -> Callable:
         return lambda tensors: tensors[k]
     if isinstance(obj, str) and obj[:2] == "$o" and obj[2:].isdigit():
         k = int(obj[2:])
-        return lambda tensors: tensors[k].stax_items[0]
+        return lambda tensors: uncarry(tensors[k])  # a carrier, or a host value passed as it is
     return _constant(decode(obj, ()))
 
 

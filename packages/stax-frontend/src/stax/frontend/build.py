@@ -8,6 +8,7 @@ the whole-graph cache; `load_cpu` is what a cache hit runs.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from dataclasses import dataclass
 
 import stax.cpu
@@ -20,6 +21,8 @@ from .graph_lowering import LoweredGraph
 from .phases import PhaseClock
 from .routing import CPU, GPU
 from .runtime import InterpretedModule, NoKernels, TorchAllocator, resolve_runtime
+
+log = logging.getLogger("stax.frontend")
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,13 @@ def _build_cpu(lowered: LoweredGraph, schedule, cfg: Config, device, extern, clo
 def _build_gpu(lowered: LoweredGraph, schedule, cfg: Config, device, extern, clock: PhaseClock) -> Built:
     import stax.gpu  # lazily (CPU-only installs have no triton); looked up at call time: benchmarks patch it
 
-    config = stax.gpu.GpuConfig.from_env(device=str(device if device is not None else "cuda"), **dict(cfg.gpu_options))
+    options = dict(cfg.gpu_options)
+    if lowered.opaque_inputs and options.get("cuda_graphs", True):
+        # RNG state a library call reads on the host (eager's philox seed and offset are CPU tensors
+        # outside a capture): a CUDA graph would replay its first value
+        options["cuda_graphs"] = False
+        log.info("no CUDA graph for this module: it takes RNG state (%s)", ", ".join(sorted(lowered.opaque_inputs)))
+    config = stax.gpu.GpuConfig.from_env(device=str(device if device is not None else "cuda"), **options)
     # stax.gpu generates, builds and autotunes in one call: one phase here (not yet split)
     with clock.phase("gpu"):
         try:

@@ -43,7 +43,7 @@ from .config import Config
 from .dtypes import to_stax
 from .errors import GraphUnsupported
 from .extern_calls import ExternItem, is_opaque_val, lower_fallback, opaque_view
-from .lowering import conv_layout, lookup
+from .lowering import conv_layout, is_library_call, lookup
 from .lowering.registry import BUFFER, REDUCTION, VIEW
 from .routing import CPU
 from .strides import same_view
@@ -99,6 +99,15 @@ class LoweredGraph:
             return self.graph.inputs[k]
         name = self.placeholder_inputs[k]
         return None if name is None else next(i for i in self.graph.inputs if i.name == name)
+
+
+def _host_value(node: torch.fx.Node, example: torch.Tensor) -> bool:
+    """A 0-dim integer input that only library calls read, as eager passes it (cuda attention's
+    philox seed and offset, CPU tensors in a cuda graph): an opaque value handed over as it is.
+    As a buffer of the graph's device it was copied there each call, a copy that synchronizes."""
+    if example.dim() != 0 or example.dtype not in (torch.int64, torch.int32) or not node.users:
+        return False
+    return all(u.op == "call_function" and is_library_call(u.target) for u in node.users)
 
 
 def _has_opaque(a) -> bool:
@@ -291,7 +300,7 @@ class GraphLowering:
         name = self.input_name(node.name)
         self.placeholder_of[name] = len(self.placeholder_inputs)
         self.placeholder_inputs.append(name)
-        if is_opaque_val(example):  # RNG state saved by the forward graph for a library call
+        if is_opaque_val(example) or _host_value(node, example):  # RNG state saved for a library call
             self.placeholder_exprs.append(("other", None))
             view = opaque_view(self, name)
             self.inputs.append(InputBuffer(name, view.layout))

@@ -274,6 +274,9 @@ class CompiledGraph:
         """Every input as compiled (one comparison per property); else the careful path.
         Returns the callable to run: this graph, or a variant compiled for other strides."""
         device = self.device
+        for k in self._opaque:  # RNG state: a carrier from a compiled forward, else the value (a CPU scalar
+            if not is_opaque_carrier(inputs[k]):  # on cuda) carried here: copied to the device it synchronized
+                inputs[k] = carry(inputs[k], device)
         for t, (sizes, strides, dtype) in zip(inputs, self._expect):
             if not (
                 isinstance(t, torch.Tensor)

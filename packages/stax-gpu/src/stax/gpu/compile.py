@@ -184,8 +184,12 @@ def compile_schedule(schedule, *, extern_kernels=None, config: GpuConfig | None 
     names = []
     for p in plans:
         if p.form == EXTERN_FORM:
-            setattr(module, f"EXTERN_{p.index}", extern_kernels[p.extern.kernel])
-            setattr(module, f"CONSTANTS_{p.index}", dict(p.extern.constants))
+            fn, constants = extern_kernels[p.extern.kernel], dict(p.extern.constants)
+            bind = getattr(fn, "bind", None)  # the extern protocol stax.cpu uses too: constants read once
+            if bind is not None:
+                fn, constants = bind(**constants), {}
+            setattr(module, f"EXTERN_{p.index}", fn)
+            setattr(module, f"CONSTANTS_{p.index}", constants)
             names.append(p.extern.kernel)
             continue
         if p.empty:

@@ -43,6 +43,8 @@ log = logging.getLogger("stax.gpu")
 class CudaGraphs:
     """The real backend: torch.cuda.CUDAGraph, one private memory pool per instance."""
 
+    device_type = "cuda"  # what a captured input must live on (a host tensor's value would be baked in)
+
     @staticmethod
     def capturing() -> bool:
         return torch.cuda.is_current_stream_capturing()
@@ -205,6 +207,9 @@ class GraphedCall:
     def _capture(self, key, entry: _Entry, args: list):
         if self.errors:
             self.errors.begin()  # raise what an earlier call flagged here, not inside the capture
+        host = [k for k, a in enumerate(args) if a.device.type != self.backend.device_type]
+        if host:  # a CPU scalar (attention RNG state) is read by the host when launching: a replay would reuse it
+            return self._disable(f"inputs {host} are on the host (a graph would keep their first values)", args)
         inputs = {a.untyped_storage().data_ptr() for a in args}
         try:
             handle, outs = self.backend.capture(self.call, list(args))

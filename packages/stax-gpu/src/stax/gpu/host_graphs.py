@@ -17,7 +17,8 @@ import torch
 
 
 class HostGraphs:
-    def __init__(self, fail: str = "", gpu_time_scale: float = 1.0):
+    def __init__(self, fail: str = "", gpu_time_scale: float = 1.0, device_type: str = "cpu"):
+        self.device_type = device_type  # where captured inputs must live (GraphedCall refuses others)
         self.fail = fail  # capture raises RuntimeError(fail) when set
         self.gpu_time_scale = gpu_time_scale  # `seconds` reports host time x this (a GPU-bound call: > 1)
         self.in_capture = False  # what capturing() answers: inside a user's capture

@@ -31,4 +31,11 @@ def lookup(target) -> Lowering | None:
     return low
 
 
-__all__ = ["LOWERINGS", "Lowering", "lookup"]
+def is_library_call(target) -> bool:
+    """Whether `target` runs as the ATen call itself (an extern, or a fallback): it gets its
+    arguments as eager would, and no Stax kernel reads them."""
+    low = lookup(target)
+    return low is None or low.fn is extern.extern
+
+
+__all__ = ["LOWERINGS", "Lowering", "is_library_call", "lookup"]
