@@ -107,6 +107,10 @@ def probe(name: str, a, device: str, sync) -> str:
         sample = R.build(name, "cuda" if device == "cuda" else "test", device, getattr(torch, a.dtype))
         fn, inputs, _ = R.program(sample, a.train, device=device)
         torch._dynamo.reset()
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
         f = wrap(backend, fn)
         t = time.perf_counter()
         f(*inputs)
@@ -121,6 +125,9 @@ def probe(name: str, a, device: str, sync) -> str:
         lines.append(f"{backend:9s} step {wall:8.2f} ms  host {host:8.2f} ms  kernels {gpu:7.2f} ms ({n} per step)"
                      f"  first call {first:.1f} s  allocator per step: "
                      + ", ".join(f"{k} {(after[k] - before[k]) / a.steps:g}" for k in after))
+        if torch.cuda.is_available():  # since this backend's first call: its CUDA graph pools included
+            lines.append(f"  peak memory: allocated {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB, "
+                         f"reserved {torch.cuda.max_memory_reserved() / 2**30:.2f} GiB")
         if backend == "stax":
             lines += [f"  {s}" for s in graph_wrappers()]
         if backend in a.profile.split(","):

@@ -168,9 +168,35 @@ def test_a_host_scalar_only_library_calls_read_is_passed_as_it_is(monkeypatch):
     assert metrics.snapshot().graphs_failed == 0
 
 
-def test_a_module_taking_rng_state_is_never_cuda_graphed(monkeypatch):
+_lib.define("seeded_p(Tensor x, int seed, float dropout_p) -> (Tensor, Tensor)")
+_lib.define("seeded_p_backward(Tensor grad, Tensor seed, float dropout_p) -> Tensor")
+_lib.impl("seeded_p", lambda x, seed, dropout_p: (x * (1 - dropout_p), torch.tensor(seed)), "CPU")
+_lib.impl("seeded_p_backward", lambda grad, seed, dropout_p: grad * (1 - dropout_p), "CPU")
+torch.library.register_fake("stax_opaque_test::seeded_p",
+                            lambda x, seed, dropout_p: (torch.empty_like(x), torch.tensor(seed)), lib=_lib)
+torch.library.register_fake("stax_opaque_test::seeded_p_backward",
+                            lambda grad, seed, dropout_p: torch.empty_like(grad), lib=_lib)
+
+
+def _seeded_p_backward(ctx, grad, _):
+    return torch.ops.stax_opaque_test.seeded_p_backward(grad, ctx.saved_tensors[0], ctx.p), None, None
+
+
+def _seeded_p_setup(ctx, inputs, output):
+    ctx.save_for_backward(output[1])
+    ctx.p = inputs[2]
+
+
+torch.library.register_autograd("stax_opaque_test::seeded_p", _seeded_p_backward, setup_context=_seeded_p_setup,
+                                lib=_lib)
+
+
+@pytest.mark.parametrize("op, expected", [("seeded", [True, False]), ("seeded_p 0.0", [True, True]),
+                                          ("seeded_p 0.25", [True, False])])
+def test_a_module_whose_library_call_reads_rng_state_is_never_cuda_graphed(monkeypatch, op, expected):
     """A CUDA graph captured around the backward's library call would keep the seed it read on the
-    host at capture time, and replay it every step: such a module is compiled with graphs off."""
+    host at capture time, and replay it every step: such a module is compiled with graphs off. An
+    attention kernel reads its seed only for dropout: at `dropout_p` 0 graphs stay on."""
     pytest.importorskip("triton")
     if torch.cuda.is_available():
         pytest.skip("the op is CPU-only: this runs the GPU route on CPU tensors, through Triton's interpreter")
@@ -188,11 +214,14 @@ def test_a_module_taking_rng_state_is_never_cuda_graphed(monkeypatch):
 
     monkeypatch.setattr(stax.gpu, "compile_schedule", spy)
 
+    name, *p = op.split()
+
     def h(x):
-        y, _ = torch.ops.stax_opaque_test.seeded(x.sin() * 2, 4321)
+        extra = (float(p[0]),) if p else ()
+        y, _ = getattr(torch.ops.stax_opaque_test, name)(x.sin() * 2, 4321, *extra)
         return y.exp() + 1
 
     x = torch.randn(6, 7)
     with config.patch(device_override="gpu"):
         assert_same(_step(torch.compile(h, backend="stax"), x), _step(h, x))
-    assert graphed == [True, False]  # the forward may be graphed; the backward, taking the seed, not
+    assert graphed == expected  # (forward, backward): the forward may be graphed; the backward reading a seed, not

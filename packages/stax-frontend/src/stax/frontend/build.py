@@ -64,11 +64,11 @@ def _build_gpu(lowered: LoweredGraph, schedule, cfg: Config, device, extern, clo
     import stax.gpu  # lazily (CPU-only installs have no triton); looked up at call time: benchmarks patch it
 
     options = dict(cfg.gpu_options)
-    if lowered.opaque_inputs and options.get("cuda_graphs", True):
+    if lowered.rng_readers and options.get("cuda_graphs", True):
         # RNG state a library call reads on the host (eager's philox seed and offset are CPU tensors
         # outside a capture): a CUDA graph would replay its first value
         options["cuda_graphs"] = False
-        log.info("no CUDA graph for this module: it takes RNG state (%s)", ", ".join(sorted(lowered.opaque_inputs)))
+        log.info("no CUDA graph for this module: %s read RNG state", ", ".join(lowered.rng_readers))
     config = stax.gpu.GpuConfig.from_env(device=str(device if device is not None else "cuda"), **options)
     # stax.gpu generates, builds and autotunes in one call: one phase here (not yet split)
     with clock.phase("gpu"):

@@ -104,6 +104,17 @@ def _op_name(target) -> str:
     return str(target)
 
 
+def reads_rng_state(node) -> bool:
+    """Whether a library call given opaque RNG state uses it: the attention kernels read their philox
+    seed and offset only for dropout, so not at `dropout_p` 0; an op without that argument is assumed to."""
+    args = getattr(getattr(node.target, "_schema", None), "arguments", None)
+    k = next((k for k, a in enumerate(args or ()) if a.name == "dropout_p"), None)
+    if k is None:
+        return True
+    p = node.kwargs.get("dropout_p", node.args[k] if k < len(node.args) else args[k].default_value)
+    return not (isinstance(p, (int, float)) and p == 0)
+
+
 class ExternTuple(tuple):
     """The outputs of a multi-output extern call; items are created on first use."""
 
@@ -126,6 +137,8 @@ def call_aten(ctx, node, args, kwargs, fallback: bool, out_strides=None, traced_
             raise NotEncodable(f"{kernel} has no meta value")
     except NotEncodable as e:
         raise GraphUnsupported(str(e)) from None
+    if any(isinstance(t, OpaqueView) for t in tensors) and reads_rng_state(node):
+        ctx.rng_readers.append(node.name)
     inputs: list[str] = []
     views = []
     for t in tensors:

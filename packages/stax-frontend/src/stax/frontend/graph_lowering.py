@@ -85,6 +85,9 @@ class LoweredGraph:
     output_strides: list = field(default_factory=list)
     # placeholders that are opaque values (RNG state for a library call; runtime: a carrier)
     opaque_inputs: frozenset = frozenset()
+    # FX nodes of the library calls that read RNG state (attention backward with dropout): the seed a
+    # CUDA graph captured would be replayed, so such a module is not graphed
+    rng_readers: tuple = ()
     const_nodes: list = field(default_factory=list)  # FX get_attr node of each ('const', tensor) extra, in order
     # per FX placeholder: its value's expressions, for binding the size symbols at call time
     # (('tensor', sizes, strides) | ('int', expr) | ('other', None)); empty for a static graph without
@@ -154,6 +157,7 @@ class GraphLowering:
         self.extra_inputs: list = []  # ('const', tensor) | ('seed', None), in graph input order
         self.const_nodes: list[str] = []  # the get_attr node of each ('const', tensor), in order
         self.opaque: set[str] = set()  # buffers holding opaque values (tensor.OpaqueView)
+        self.rng_readers: list[str] = []  # library calls that read opaque RNG state (extern_calls.reads_rng_state)
         self.current: torch.fx.Node | None = None
         self.symbols = Symbols()  # ShapeEnv symbols -> stax.ir size symbols (dynamic shapes)
         self.placeholder_exprs: list = []
@@ -498,6 +502,7 @@ class GraphLowering:
             is_tuple, self.fallback_ops, self.extern_ops, self.materialized,
             output_strides=[self._real_strides(graph, spec) for spec in specs],
             opaque_inputs=frozenset(self.opaque & {i.name for i in self.inputs}), const_nodes=list(self.const_nodes),
+            rng_readers=tuple(self.rng_readers),
             placeholder_exprs=list(self.placeholder_exprs) if self.symbols or None in self.placeholder_inputs else [],
             placeholder_inputs=list(self.placeholder_inputs) if None in self.placeholder_inputs else [],
         )
