@@ -369,3 +369,143 @@ def test_cuda_timed_call_brackets_its_kernels():
         torch.testing.assert_close(y, x * x, rtol=0, atol=0)
         del y
 
+
+
+# Shared pools (graph_pools.py): instance k of every module captures into pool k; an instance
+# replays only while every instance captured after it into its pool is idle.
+
+
+def _shared(call, registry, **kw):
+    return GraphedCall(call, "t", backend=kw.pop("backend"), pools=registry, **kw)
+
+
+def _plus_one(args):
+    (y,) = args
+    args.clear()
+    return (y + 1, y * 3)
+
+
+def test_a_later_member_s_held_outputs_block_earlier_replays(xw):
+    from stax.gpu.graph_pools import PoolRegistry
+
+    x, w = xw
+    backend, registry = HostGraphs(), PoolRegistry()
+    a = _shared(two_outputs, registry, backend=backend)
+    b = _shared(_plus_one, registry, backend=backend)
+    y = torch.randn(4, 8)
+    for _ in range(2):  # warm-up, then both captured into pool 0, a first
+        del_a = a([x, w])
+        del_b = b([y])
+        del del_a, del_b
+    assert a.stats["captures"] == 1 and b.stats["captures"] == 1
+    held = b([y])  # replayed: b's outputs are held now
+    before = [h.clone() for h in held]
+    x.add_(1)
+    got = a([x, w])  # a's instance 0 may write over b's outputs: another instance (pool 1) instead
+    assert same(got, reference(x, w))
+    assert a.stats["replays"] == 0 and a.stats["captures"] == 2
+    assert all(torch.equal(h, e) for h, e in zip(held, before))
+    del got, held
+    x.add_(1)
+    assert same(a([x, w]), reference(x, w))
+    assert a.stats["replays"] == 1  # b idle again: instance 0 replays
+    assert [len(p.members) for _, p in sorted(registry.pools.items(), key=lambda kv: kv[0][2])] == [2, 1]
+
+
+def test_a_dropped_member_is_minded_until_its_outputs_are_idle(xw):
+    from stax.gpu.graph_pools import PoolRegistry
+
+    x, w = xw
+    backend, registry = HostGraphs(), PoolRegistry()
+    a = _shared(two_outputs, registry, backend=backend, instances=1)
+    b = _shared(_plus_one, registry, backend=backend)
+    y = torch.randn(4, 8)
+    for _ in range(2):
+        del_a = a([x, w])
+        del del_a
+        del_b = b([y])
+        del del_b
+    held = b([y])
+    del b  # the module is freed; its outputs are not
+    got = a([x, w])
+    assert a.stats["replays"] == 0 and a.stats["plain"] == 2  # one instance allowed: a plain call
+    assert same(got, reference(x, w))
+    del got, held
+    assert same(a([x, w]), reference(x, w))
+    assert a.stats["replays"] == 1
+    (pool,) = registry.pools.values()
+    assert len(pool.members) == 1  # b's instance left the pool once idle
+
+
+def _loss_and_saved(args):
+    x, w = args
+    args.clear()
+    return ((x * w).sum(), x * w)
+
+
+def test_a_held_one_element_output_is_a_copy_and_blocks_nothing(xw):
+    from stax.gpu.graph_pools import PoolRegistry
+
+    x, w = xw
+    g = _shared(_loss_and_saved, PoolRegistry(), backend=HostGraphs(), instances=1)
+    g([x, w])
+    losses = []
+    for _ in range(4):
+        x.add_(1)
+        loss, saved = g([x, w])
+        losses.append((loss, (x * w).sum().clone()))  # a training loop keeps the loss
+        torch.testing.assert_close(saved, x * w, rtol=0, atol=0)
+        del saved
+    assert g.stats == {"plain": 1, "captures": 1, "replays": 3}
+    for got, want in losses:
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+@pytest.mark.skipif(not ON_CUDA, reason="CUDA graphs need a GPU")
+def test_cuda_shared_pool_never_overwrites_a_later_graph_s_held_outputs():
+    """a's intermediate and b's output share blocks of pool 0 (asserted: the test can fail): a's
+    replay would write b's held output, so a captures another instance instead."""
+    from stax.gpu.graph_pools import PoolRegistry
+    from stax.gpu.graphs import CudaGraphs
+
+    n = 1 << 20
+    where = {}
+
+    def call_a(args):
+        (x,) = args
+        args.clear()
+        t = x * 2  # freed at the end of the capture: its blocks go back to the pool
+        where.setdefault("t", (t.data_ptr(), t.data_ptr() + t.numel() * 4))
+        return (t.sum().reshape(1).expand(2).contiguous(),)
+
+    def call_b(args):
+        (x,) = args
+        args.clear()
+        out = x + 1
+        where.setdefault("b", out.data_ptr())
+        return (out,)
+
+    registry = PoolRegistry()
+    a = GraphedCall(call_a, "a", backend=CudaGraphs, pools=registry)
+    b = GraphedCall(call_b, "b", backend=CudaGraphs, pools=registry)
+    x = torch.randn(n, device="cuda")
+    for _ in range(2):
+        del_a = a([x])
+        del del_a
+    ya = a([x])
+    del ya
+    for _ in range(2):
+        hb = b([x])
+        del hb
+    assert a.stats["captures"] == 1 and b.stats["captures"] == 1
+    lo, hi = where["t"]
+    assert lo <= where["b"] < hi, "b's output reuses a's freed intermediate (the case under test)"
+    (held,) = b([x])  # replayed: b's output at its captured address
+    assert held.data_ptr() == where["b"]
+    expect = x + 1
+    x2 = x  # same address: a's instance 0 would replay and write x * 2 over `held`
+    (got,) = a([x2])
+    torch.cuda.synchronize()
+    torch.testing.assert_close(held, expect, rtol=0, atol=0)
+    torch.testing.assert_close(got, (x * 2).sum().expand(2), rtol=1e-5, atol=1e-2)
+    assert a.stats["captures"] == 2

@@ -22,7 +22,7 @@ import triton
 from stax.sched import CompiledModule
 from stax.sched.schedule import ALLOC
 
-from . import graphs
+from . import graph_pools, graphs
 from .autotune import autotune_key, default_autotuner
 from .config import GpuConfig
 from .emit import ErrorTable
@@ -221,7 +221,8 @@ def compile_schedule(schedule, *, extern_kernels=None, config: GpuConfig | None 
     if why_not is None:
         call = GraphedCall(call, module.__name__, errors=module.ERRORS or None,
                            instances=config.cuda_graph_instances, keys=config.cuda_graph_keys,
-                           gpu_bound_ratio=config.cuda_graph_gpu_bound_ratio if options.get("launch_pdl") else 0.0)
+                           gpu_bound_ratio=config.cuda_graph_gpu_bound_ratio if options.get("launch_pdl") else 0.0,
+                           pools=graph_pools.POOLS if config.cuda_graph_shared_pools else None)
     elif config.cuda_graphs and device.type == "cuda":
         log.info("stax-gpu: no CUDA graphs for this module: %s", why_not)
     return CompiledModule(source, call, device=config.device, kernel_names=tuple(names))

@@ -82,6 +82,9 @@ class GpuConfig:
         graphs per input-address tuple, cuda_graph_keys tuples per module; a module that
         allocates more than cuda_graph_max_bytes per call is not graphed (each instance keeps
         that much reserved, and such a call is long enough that launches cost little).
+        cuda_graph_shared_pools: instance k of every graphed module captures into one pool
+        per device (graph_pools.py): a later capture reuses what an earlier freed, so a
+        graphed training step keeps about a plain step's memory; False: a private pool each.
     pdl: programmatic dependent launch (Hopper and later, Triton >= 3.4): every kernel
         starts with `gdc_wait()` (nothing is read or written before the previous kernel in
         the stream has finished and flushed) then `gdc_launch_dependents()`, and launches
@@ -134,6 +137,7 @@ class GpuConfig:
     cuda_graph_instances: int = 2
     cuda_graph_keys: int = 4
     cuda_graph_max_bytes: int = 2**30
+    cuda_graph_shared_pools: bool = True
     pdl: bool = False
     compile_workers: int | None = None
     cuda_graph_gpu_bound_ratio: float = 2.0

@@ -4,13 +4,19 @@ A module's `call(args)` is a pure function of the memory its inputs point at: sh
 static and every kernel argument other than a pointer is a constant. So a CUDA graph
 captured for one tuple of input addresses (and layouts) replays the call exactly for any
 later call with those addresses, whatever they hold by then. What a graph cannot do is
-give fresh outputs: it writes the same buffers (in its private memory pool) each replay.
+give fresh outputs: it writes the same buffers (in its memory pool) each replay.
 `GraphedCall` therefore replays an instance only when nothing outside it holds that
 instance's previous outputs (each output's Python reference count, tensor use count and
 storage use count are back at their values right after capture); otherwise it captures
 another instance for the key (up to `instances`) or makes a plain call. A user who keeps
 `y = f(x)` across calls gets two instances used in turn; nothing is ever overwritten
-while reachable.
+while reachable. One-element outputs (a loss) are handed out as copies, so a caller that
+keeps last step's loss does not cost a second instance.
+
+Instance k of every module captures into the process's shared pool k (graph_pools.py), so a
+later capture reuses what an earlier one freed, as plain calls do: a graphed training step
+keeps about a plain step's memory, not the sum of its graphs' peaks. An instance then replays
+only while every instance captured after it into its pool is idle too (graph_pools's rule).
 
 Modules that call fallback ATen ops (any may synchronize), read their error flag
 synchronously, or return memory they did not allocate (an output reusing an input's
@@ -41,7 +47,7 @@ log = logging.getLogger("stax.gpu")
 
 
 class CudaGraphs:
-    """The real backend: torch.cuda.CUDAGraph, one private memory pool per instance."""
+    """The real backend: torch.cuda.CUDAGraph, captured into a shared pool (graph_pools) or a private one."""
 
     device_type = "cuda"  # what a captured input must live on (a host tensor's value would be baked in)
 
@@ -50,9 +56,14 @@ class CudaGraphs:
         return torch.cuda.is_current_stream_capturing()
 
     @staticmethod
-    def capture(call, args: list):
+    def new_pool():
+        return torch.cuda.graph_pool_handle()
+
+    @staticmethod
+    def capture(call, args: list, pool=None):
         g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g, capture_error_mode="thread_local"):  # other threads may use the GPU meanwhile
+        # thread_local: other threads may use the GPU meanwhile
+        with torch.cuda.graph(g, pool=pool, capture_error_mode="thread_local"):
             outs = call(args)
         return g, outs
 
@@ -84,16 +95,30 @@ def _use_counts(outs) -> tuple:
 
 
 class _Instance:
-    __slots__ = ("handle", "outs", "result", "base")
+    __slots__ = ("handle", "outs", "result", "base", "copied", "pool", "owner", "retired")
 
-    def __init__(self, handle, result: list):
+    def __init__(self, handle, result: list, pool=None):
         self.handle = handle
         self.result = result  # a list: each call hands out a new tuple of the same tensors
         self.outs = tuple((o, o.untyped_storage()._cdata) for o in result)
         self.base = _use_counts(self.outs)
+        # one-element outputs (a loss) are handed out as copies: a caller that keeps last step's loss
+        # while calling again would otherwise cost a second instance (a second copy of every saved activation)
+        self.copied = tuple(k for k, o in enumerate(result) if o.numel() <= 1)
+        self.pool = pool  # graph_pools.Pool shared with other instances, or None (a private pool)
+        self.owner = None  # weakref to the GraphedCall (set by Pool.join)
+        self.retired = False  # dropped by its GraphedCall; a shared pool still minds its outputs
 
     def idle(self) -> bool:
         return _use_counts(self.outs) == self.base
+
+    def hand_out(self) -> tuple:
+        if not self.copied:
+            return tuple(self.result)
+        out = list(self.result)
+        for k in self.copied:
+            out[k] = out[k].clone()
+        return tuple(out)
 
 
 class _Entry:
@@ -119,7 +144,7 @@ class GraphedCall:
     """
 
     def __init__(self, call, name: str, errors=None, warmup: int = 1, instances: int = 2, keys: int = 4,
-                 backend=None, gpu_bound_ratio: float = 0.0, probe_calls: int = 3):
+                 backend=None, gpu_bound_ratio: float = 0.0, probe_calls: int = 3, pools=None):
         self.call = call
         self.name = name
         self.errors = errors
@@ -135,6 +160,7 @@ class GraphedCall:
         self.gpu_bound: set[tuple] = set()  # keys that stay on plain launches
         self.disabled = ""  # why graphs were turned off for this module, once they were
         self.stats = {"replays": 0, "captures": 0, "plain": 0}
+        self.pools = pools  # graph_pools.PoolRegistry: instance k captures into its shared pool k; None: private
 
     def __call__(self, args: list):
         if self.disabled or self.backend.capturing():  # inside a user's capture: launches join it
@@ -147,14 +173,14 @@ class GraphedCall:
         entry = self.entries.get(key)
         if entry is not None and entry.layouts == _layouts(args):
             for inst in entry.instances:
-                if inst.idle():
+                if inst.idle() and (inst.pool is None or inst.pool.clear_for(inst)):
                     args.clear()
                     if self.errors:
                         self.errors.begin()  # raise what an earlier call flagged
                     self.backend.replay(inst.handle)
                     self.entries.move_to_end(key)
                     self.stats["replays"] += 1
-                    return tuple(inst.result)
+                    return inst.hand_out()
             if len(entry.instances) >= self.max_instances:
                 self.stats["plain"] += 1
                 return self.call(args)
@@ -211,8 +237,12 @@ class GraphedCall:
         if host:  # a CPU scalar (attention RNG state) is read by the host when launching: a replay would reuse it
             return self._disable(f"inputs {host} are on the host (a graph would keep their first values)", args)
         inputs = {a.untyped_storage().data_ptr() for a in args}
+        pool = None
+        if self.pools is not None:
+            pool = self.pools.pool(self.backend, args[0].device if args else "", len(entry.instances))
+            pool.sweep()
         try:
-            handle, outs = self.backend.capture(self.call, list(args))
+            handle, outs = self.backend.capture(self.call, list(args), pool=None if pool is None else pool.handle)
         except Exception as e:  # noqa: BLE001 - a capture failure costs the graphs, never the call
             return self._disable(f"capture failed ({type(e).__name__}: {e})", args)
         if not all(isinstance(o, torch.Tensor) for o in outs):
@@ -221,22 +251,31 @@ class GraphedCall:
             return self._disable("an output shares an input's memory", args)
         result = list(outs)
         del outs  # the baseline counts below must see only this module's own references
-        inst = _Instance(handle, result)
+        inst = _Instance(handle, result, pool)
+        if pool is not None:
+            pool.join(inst, self)
         entry.instances.append(inst)
         self.entries[key] = entry
         self.entries.move_to_end(key)
         self.seen.pop(key, None)
         while len(self.entries) > self.max_keys:
-            self.entries.popitem(last=False)
+            self._retire(self.entries.popitem(last=False)[1])
         self.stats["captures"] += 1
-        log.info("%s: captured CUDA graph %d for input addresses %s", self.name, len(entry.instances),
-                 ",".join(hex(p) for p in key))
+        log.info("%s: captured CUDA graph %d for input addresses %s%s", self.name, len(entry.instances),
+                 ",".join(hex(p) for p in key), "" if pool is None else f" (shared pool {len(entry.instances) - 1})")
         args.clear()
         self.backend.replay(inst.handle)  # capture recorded the kernels without running them
-        return tuple(inst.result)
+        return inst.hand_out()
+
+    @staticmethod
+    def _retire(entry: _Entry) -> None:
+        for inst in entry.instances:
+            inst.retired = True  # its shared pool keeps minding its outputs until they are idle
 
     def _disable(self, why: str, args: list):
         self.disabled = why
+        for entry in self.entries.values():
+            self._retire(entry)
         self.entries.clear()
         log.info("%s: CUDA graphs off: %s", self.name, why)
         self.stats["plain"] += 1

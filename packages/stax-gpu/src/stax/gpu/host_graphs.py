@@ -27,7 +27,11 @@ class HostGraphs:
     def capturing(self) -> bool:
         return self.in_capture
 
-    def capture(self, call, args):
+    def new_pool(self) -> object:
+        """A pool handle: host memory is not pooled here, but GraphedCall's rules for shared pools apply."""
+        return object()
+
+    def capture(self, call, args, pool=None):
         if self.fail:
             raise RuntimeError(self.fail)
         inputs = list(args)
