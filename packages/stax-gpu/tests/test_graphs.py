@@ -294,10 +294,11 @@ def run_repeatedly(graph, call, calls=5, keep=False):
 def test_a_generated_module_under_host_graphs():
     g = wrapper_graph()
     m = compile_schedule(build_schedule(g, [["buf0"], ["buf1"], ["buf2"]]), config=config())
-    call = GraphedCall(m.call, "t", backend=HostGraphs())
+    on = "cuda" if ON_CUDA else "cpu"  # where the stand-in takes inputs to live
+    call = GraphedCall(m.call, "t", backend=HostGraphs(device_type=on))
     run_repeatedly(g, call)
     assert call.stats == {"plain": 1, "captures": 1, "replays": 3}
-    call = GraphedCall(m.call, "t", backend=HostGraphs())
+    call = GraphedCall(m.call, "t", backend=HostGraphs(device_type=on))
     run_repeatedly(g, call, keep=True)
 
 
@@ -426,15 +427,18 @@ def test_a_dropped_member_is_minded_until_its_outputs_are_idle(xw):
         del_b = b([y])
         del del_b
     held = b([y])
-    del b  # the module is freed; its outputs are not
+    (pool,) = registry.pools.values()
+    member = pool.members[-1]
+    del b  # the module is freed, and its graph with it (the pool holds no instance); its outputs are not
+    assert member.inst() is None
     got = a([x, w])
     assert a.stats["replays"] == 0 and a.stats["plain"] == 2  # one instance allowed: a plain call
     assert same(got, reference(x, w))
     del got, held
     assert same(a([x, w]), reference(x, w))
     assert a.stats["replays"] == 1
-    (pool,) = registry.pools.values()
-    assert len(pool.members) == 1  # b's instance left the pool once idle
+    pool.sweep()
+    assert len(pool.members) == 1  # b's outputs are gone: it left the pool
 
 
 def _loss_and_saved(args):
@@ -475,14 +479,14 @@ def test_cuda_shared_pool_never_overwrites_a_later_graph_s_held_outputs():
         (x,) = args
         args.clear()
         t = x * 2  # freed at the end of the capture: its blocks go back to the pool
-        where.setdefault("t", (t.data_ptr(), t.data_ptr() + t.numel() * 4))
+        where["t"] = (t.data_ptr(), t.data_ptr() + t.numel() * 4)  # the last Python run: the capture
         return (t.sum().reshape(1).expand(2).contiguous(),)
 
     def call_b(args):
         (x,) = args
         args.clear()
         out = x + 1
-        where.setdefault("b", out.data_ptr())
+        where["b"] = out.data_ptr()
         return (out,)
 
     registry = PoolRegistry()

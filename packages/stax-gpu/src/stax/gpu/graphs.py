@@ -95,7 +95,7 @@ def _use_counts(outs) -> tuple:
 
 
 class _Instance:
-    __slots__ = ("handle", "outs", "result", "base", "copied", "pool", "owner", "retired")
+    __slots__ = ("handle", "outs", "result", "base", "copied", "pool", "__weakref__")
 
     def __init__(self, handle, result: list, pool=None):
         self.handle = handle
@@ -106,8 +106,6 @@ class _Instance:
         # while calling again would otherwise cost a second instance (a second copy of every saved activation)
         self.copied = tuple(k for k, o in enumerate(result) if o.numel() <= 1)
         self.pool = pool  # graph_pools.Pool shared with other instances, or None (a private pool)
-        self.owner = None  # weakref to the GraphedCall (set by Pool.join)
-        self.retired = False  # dropped by its GraphedCall; a shared pool still minds its outputs
 
     def idle(self) -> bool:
         return _use_counts(self.outs) == self.base
@@ -253,13 +251,13 @@ class GraphedCall:
         del outs  # the baseline counts below must see only this module's own references
         inst = _Instance(handle, result, pool)
         if pool is not None:
-            pool.join(inst, self)
+            pool.join(inst)
         entry.instances.append(inst)
         self.entries[key] = entry
         self.entries.move_to_end(key)
         self.seen.pop(key, None)
-        while len(self.entries) > self.max_keys:
-            self._retire(self.entries.popitem(last=False)[1])
+        while len(self.entries) > self.max_keys:  # a shared pool minds a dropped instance's outputs
+            self.entries.popitem(last=False)
         self.stats["captures"] += 1
         log.info("%s: captured CUDA graph %d for input addresses %s%s", self.name, len(entry.instances),
                  ",".join(hex(p) for p in key), "" if pool is None else f" (shared pool {len(entry.instances) - 1})")
@@ -267,15 +265,8 @@ class GraphedCall:
         self.backend.replay(inst.handle)  # capture recorded the kernels without running them
         return inst.hand_out()
 
-    @staticmethod
-    def _retire(entry: _Entry) -> None:
-        for inst in entry.instances:
-            inst.retired = True  # its shared pool keeps minding its outputs until they are idle
-
     def _disable(self, why: str, args: list):
         self.disabled = why
-        for entry in self.entries.values():
-            self._retire(entry)
         self.entries.clear()
         log.info("%s: CUDA graphs off: %s", self.name, why)
         self.stats["plain"] += 1
