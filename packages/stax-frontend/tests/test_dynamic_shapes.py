@@ -251,6 +251,37 @@ def test_size_below_stax_assumption_runs_eagerly(monkeypatch):
         graph([5, 16, _inputs((4, 16), 2)])
 
 
+def test_group_norm_over_a_symbolic_channel_count(monkeypatch):
+    """Group norm views C channels as (groups, C // groups): the guards make C a multiple of the groups,
+    and Stax spells C as 2*q so that the view is provable (no ATen fallback), forward and backward, with
+    one graph for every channel count. A call around dynamo's guards with C odd is outside what the
+    graph assumes: it runs eagerly (counted), where the traced view raises as it would without Stax."""
+    def f(x, w, b):
+        return F.group_norm(x, 2, w, b).sin()
+
+    def args(c, k):
+        x, w, b = _inputs((3, c, 5), k), _inputs((c,), k + 1), _inputs((c,), k + 2)
+        return x.requires_grad_(), w.requires_grad_(), b.requires_grad_()
+
+    got = _capture_compiled(monkeypatch)
+    compiled = torch.compile(f, backend="stax", dynamic=True)
+    for k, c in enumerate((6, 8, 14)):
+        xs, ref = args(c, k), args(c, k)
+        out, want = compiled(*xs), f(*ref)
+        assert_same(out, want)
+        out.sum().backward()
+        want.sum().backward()
+        for a, r in zip(xs, ref):
+            assert_same(a.grad, r.grad)
+    m = metrics.snapshot()
+    assert m.graphs_failed == 0 and m.fallback_calls == 0, dict(m.fallback_ops)
+    assert m.graphs_compiled == 2  # forward and backward, once for all three channel counts
+    x, w, b = (t.detach() for t in args(7, 9))
+    with torch.no_grad(), pytest.raises(RuntimeError, match="invalid for input"):  # (the traced graph's own error)
+        got[0]([3, 7, 5, x, w, b])
+    assert metrics.snapshot().calls_outside_assumptions == 1
+
+
 def test_symbolic_graphs_skip_the_whole_graph_cache(tmp_path):
     """The whole-graph cache does not key symbols and ranges: a symbolic graph is compiled, never cached."""
     from stax.frontend import config

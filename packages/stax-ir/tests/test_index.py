@@ -133,3 +133,16 @@ def test_first_step_sees_through_digits():
     assert first_step(FloorDiv(x1, 2) * 7 + x0, x1, (x0, x1)) == 0  # a variable only above a digit: no step
     s = sympy.Symbol("s1", integer=True, positive=True)
     assert first_step(s * x0 + r, x0, (x0, r)) == s  # symbolic sizes: an expression
+
+
+@given(st.integers(-50, 50), st.integers(-50, 50), st.sampled_from([2, 3, 4]))
+def test_exact_quotient_of_multiples(x, y, k):
+    """FloorDiv of a sum whose every coefficient the divisor divides is that sum divided (exact at every
+    value); one term the divisor does not divide leaves it unevaluated."""
+    s1, s2 = sympify("s1"), sympify("s2")
+    e = FloorDiv(2 * k * s1 * s2 - k * s1, k)
+    assert e == 2 * s1 * s2 - s1
+    assert int(e.subs({s1: x, s2: y})) == (2 * k * x * y - k * x) // k
+    assert isinstance(FloorDiv(k * s1 + 1, k), FloorDiv)
+    assert isinstance(FloorDiv(s1 * s2, k), FloorDiv)
+    assert isinstance(FloorDiv(k * s1, s2), FloorDiv)  # (a symbolic divisor: never)

@@ -25,7 +25,8 @@ class SizeMismatch(ValueError):
 @dataclass(frozen=True)
 class SizeBinding:
     names: tuple  # the size symbols, in stax.ir SizeVars row order (stax.cpu's `call(args, sizes=)`)
-    sources: tuple  # per symbol: (placeholder position, dim); dim -1: the placeholder is the SymInt itself
+    sources: tuple  # per symbol: (placeholder position, dim, m): the symbol is that value // m (a multiple of m);
+    # dim -1: the placeholder is the SymInt itself
     ranges: tuple  # per symbol: (lo, hi) the code was compiled for (hi may be math.inf)
     placeholders: tuple  # per placeholder: ('tensor', sizes, strides) | ('int', expr) | ('other', None)
 
@@ -38,15 +39,25 @@ def size_binding(size_vars, placeholder_exprs) -> SizeBinding | None:
         return None
     sources = []
     for r in size_vars.rows:
-        src = next(((k, -1) for k, p in enumerate(placeholder_exprs) if p[0] == "int" and p[1] == r.symbol), None)
-        if src is None:
-            src = next(((k, d) for k, p in enumerate(placeholder_exprs) if p[0] == "tensor"
-                        for d, s in enumerate(p[1]) if s == r.symbol), None)
+        ints = [((k, -1), p[1]) for k, p in enumerate(placeholder_exprs) if p[0] == "int"]
+        dims = [((k, d), s) for k, p in enumerate(placeholder_exprs) if p[0] == "tensor" for d, s in enumerate(p[1])]
+        src = next(((*at, 1) for at, e in ints + dims if e == r.symbol), None)
+        if src is None:  # a symbol that is s // m of a size s known a multiple of m (symbolic.Symbols._symbol)
+            src = next(((*at, m) for at, e in ints + dims if (m := _multiplier(e, r.symbol))), None)
         if src is None:
             raise GraphUnsupported(f"size {r.symbol} is no SymInt input and no input's dim", cause="symbolic shapes")
         sources.append(src)
     return SizeBinding(tuple(r.symbol.name for r in size_vars.rows), tuple(sources),
                        tuple((r.lo, r.hi) for r in size_vars.rows), tuple(placeholder_exprs))
+
+
+def _multiplier(e, symbol) -> int | None:
+    """m when size expression `e` is exactly `m*symbol` (m an integer > 1), else None."""
+    if isinstance(e, sympy.Mul):
+        c, rest = e.as_coeff_Mul()
+        if c.is_Integer and int(c) > 1 and rest == symbol:
+            return int(c)
+    return None
 
 
 def compile_exprs(names: tuple, exprs) -> callable:
@@ -69,16 +80,21 @@ class BoundSizes:
         self.int_positions = frozenset(k for k, p in enumerate(b.placeholders) if p[0] == "int")
         # SymInt arguments that are expressions (a backward's saved `s0*s1`): checked equal at each call
         self._int_checks = [(k, p[1], compile_exprs(b.names, (p[1],))) for k, p in enumerate(b.placeholders)
-                            if p[0] == "int" and (k, -1) not in b.sources]
+                            if p[0] == "int" and (k, -1, 1) not in b.sources]
         self._layouts = [(k, compile_exprs(b.names, p[1]), compile_exprs(b.names, p[2]), dtypes[k])
                          for k, p in enumerate(b.placeholders) if p[0] == "tensor"]
         self._n = len(b.placeholders)
 
     def bind(self, args: list) -> tuple:
         sizes = []
-        for name, (pos, dim), (lo, hi) in zip(self.names, self.sources, self.ranges):
+        for name, (pos, dim, m), (lo, hi) in zip(self.names, self.sources, self.ranges):
             a = args[pos]
             v = int(a) if dim < 0 else int(a.shape[dim])
+            if m > 1:
+                if v % m:
+                    raise SizeMismatch(f"stax: input {pos}{'' if dim < 0 else f' dim {dim}'} = {v} is not a multiple "
+                                       f"of {m}, which the graph was compiled for")
+                v //= m
             if not lo <= v <= hi:
                 raise SizeMismatch(f"stax: size {name} = {v} is outside the range [{lo}, {hi}] the graph was "
                                    f"compiled for (from input {pos}{'' if dim < 0 else f' dim {dim}'})")

@@ -20,6 +20,7 @@ from .errors import GraphUnsupported
 from .strides import is_dense, meta_strides
 from .tensor import as_size
 
+MULTIPLE_TAG = "_div"  # q = s // m is named f"{s}_div{m}" (to_symints reads it back)
 MIN_SIZE = 2  # what Stax assumes of every size symbol (dynamo's default ranges start there: 0 and 1 specialize)
 
 
@@ -43,6 +44,7 @@ class Symbols:
 
     def __init__(self):
         self.rows: dict[str, SymbolRange] = {}
+        self.multiples: dict[str, sympy.Expr] = {}  # ShapeEnv symbol known a multiple of m -> m*q (or itself)
 
     def __bool__(self) -> bool:
         return bool(self.rows)
@@ -93,6 +95,26 @@ class Symbols:
         return tuple(as_size(s) for s in contiguous_strides(sizes))
 
     def _symbol(self, s: sympy.Symbol, shape_env):
+        """The stax expression of ShapeEnv symbol `s`: its SizeVar, or `m*q` when the guards made `s` a
+        multiple of m (`Mod(s, m)` in shape_env.divisible: group norm's view by C // groups), so that
+        `m*(s // m) == s` is provable; q is a SizeVar of its own, bound from s at call time."""
+        m = _multiple_of(s, shape_env)
+        if m > 1:
+            if s.name not in self.multiples:
+                sym = self._row(s, shape_env)
+                r = self.rows.pop(s.name)
+                if r.hint // m >= MIN_SIZE:  # (below: s stays whole; the view falls back to ATen as before)
+                    q = size_var(f"{s.name}{MULTIPLE_TAG}{m}")
+                    self.rows[q.name] = SymbolRange(q, max(-(-r.lo // m), MIN_SIZE), r.hi // m if r.hi != math.inf
+                                                    else math.inf, r.hint // m)
+                    self.multiples[s.name] = m * q
+                else:
+                    self.rows[s.name] = r
+                    self.multiples[s.name] = sym
+            return self.multiples[s.name]
+        return self._row(s, shape_env)
+
+    def _row(self, s: sympy.Symbol, shape_env):
         if s.name not in self.rows:
             vr = shape_env.var_to_range.get(s)
             values = getattr(shape_env, "backed_var_to_val", None) or shape_env.var_to_val
@@ -136,6 +158,18 @@ class Symbols:
         raise GraphUnsupported(f"size expression {e} ({type(e).__name__}) has no stax.ir form", cause="symbolic shapes")
 
 
+_MODS = tuple({sympy.Mod, getattr(TF, "Mod", sympy.Mod), getattr(TF, "PythonMod", sympy.Mod)})  # torch's own Mod
+
+
+def _multiple_of(s: sympy.Symbol, shape_env) -> int:
+    """The m the ShapeEnv knows `s` to be a multiple of (the lcm of its `Mod(s, k) == 0` facts), else 1."""
+    m = 1
+    for e in getattr(shape_env, "divisible", ()):
+        if isinstance(e, _MODS) and e.args[0] == s and e.args[1].is_Integer and int(e.args[1]) > 1:
+            m = math.lcm(m, int(e.args[1]))
+    return m
+
+
 def to_symints(exprs: tuple, shape_env) -> tuple | None:
     """Size expressions as SymInts of `shape_env`'s symbols (what AOTAutograd takes for a forward graph's
     real output strides); None when there is no ShapeEnv or an expression has no SymInt form."""
@@ -149,6 +183,11 @@ def to_symints(exprs: tuple, shape_env) -> tuple | None:
     values = getattr(shape_env, "backed_var_to_val", None) or shape_env.var_to_val
     env = {str(s): torch.SymInt(SymNode(s, shape_env, int, int(v), fx_node=None)) for s, v in values.items()}
     env |= {"min": torch.sym_min, "max": torch.sym_max}
+    for e in exprs:  # q = s // m of a symbol known a multiple of m (Symbols._symbol)
+        for q in getattr(e, "free_symbols", ()):
+            base, tag, m = q.name.rpartition(MULTIPLE_TAG)
+            if tag and base in env and m.isdigit():
+                env[q.name] = env[base] // int(m)
     try:
         return tuple(e if isinstance(e, int) else eval(to_python(e), {"__builtins__": {}}, env)  # noqa: S307
                      for e in exprs)

@@ -71,13 +71,25 @@ class FloorDiv(sympy.Function):
             and base.args[1] > 0
         ):  # floor(floor(x/a)/b) == floor(x/(a*b)) only for positive a, b
             return FloorDiv(base.args[0], base.args[1] * divisor)
-        return None
+        return _exact_quotient(base, divisor)
 
     def _eval_is_nonnegative(self):
         base, divisor = self.args
         if base.is_nonnegative and divisor.is_positive:
             return True
         return None
+
+
+def _exact_quotient(base, divisor):
+    """base / divisor when every term of `base` has an integer coefficient the integer `divisor` divides
+    (`FloorDiv(2*s1*s2, 2)` -> `s1*s2`: a size known even, spelled `2*s1`); else None (left unevaluated)."""
+    if not divisor.is_Integer or int(divisor) <= 1 or not (base.is_Mul or base.is_Add):
+        return None
+    terms = sympy.Add.make_args(base)
+    coeffs = [t.as_coeff_Mul() for t in terms]
+    if any(not c.is_Integer or int(c) % int(divisor) for c, _ in coeffs):
+        return None
+    return sympy.Add(*(sympy.Integer(int(c) // int(divisor)) * rest for c, rest in coeffs))
 
 
 class ModularIndexing(sympy.Function):
