@@ -294,19 +294,50 @@ def test_symbolic_graphs_skip_the_whole_graph_cache(tmp_path):
 
 
 def test_unsupported_symbolic_graph_fails_loudly():
-    """A symbolic int that may be <= 0 (an int argument) is no stax.ir size: the graph runs eagerly,
-    counted in graphs_failed, with a StaxEagerWarning (strict mode raises)."""
+    """A size made by float arithmetic on sizes (`int(n * 0.5)`: a `trunc` node Stax does not lower yet):
+    the graph runs eagerly, counted in graphs_failed, with a StaxEagerWarning (strict mode raises)."""
     from stax.frontend import StaxEagerWarning, config
 
-    def f(x, n):
-        return x * n
+    def f(x):
+        return x[: int(x.shape[0] * 0.5)] * 2
 
-    with config.patch(strict=False), pytest.warns(StaxEagerWarning, match="not a positive size"):
+    with config.patch(strict=False), pytest.warns(StaxEagerWarning, match="trunc"):
         compiled = torch.compile(f, backend="stax", dynamic=True)
-        for k, n in enumerate([3, -4]):
-            x = _inputs((5, 6), k)
-            assert_same(compiled(x, n), f(x, n))
+        for k, n in enumerate([6, 9]):
+            x = _inputs((n, 3), k)
+            assert_same(compiled(x), f(x))
     assert metrics.snapshot().graphs_failed >= 1
+
+
+def test_int_arguments_are_symbols():
+    """An int argument made dynamic (automatic dynamic after a second value, or dynamic=True) is a size
+    symbol like a tensor's dim: one graph for its values >= 2 (Stax's minimum size), used as a multiplier
+    and as a narrow length. Values the guards allow below that (1, 0, negative: dynamo's range for an int
+    is [-oo, oo]) run that call eagerly, counted; a first example below it (dynamic=True) too."""
+    def scale(x, n):
+        return (x * n + x[:, :-1].sum(-1, keepdim=True)).relu()
+
+    def narrow(x, n):
+        return x.narrow(1, 0, n) * 2
+
+    for fn, ns, outside in ((scale, (2, 3, 4, 1, 0, -3, 7), 3), (narrow, (2, 3, 5, 6), 0)):
+        torch._dynamo.reset()
+        metrics.reset()
+        compiled = torch.compile(fn, backend="stax")
+        for k, n in enumerate(ns):
+            x = _inputs((4, 8), k)
+            assert_same(compiled(x, n), fn(x, n))
+        m = metrics.snapshot()
+        assert m.graphs_compiled == 2 and m.graphs_failed == 0  # static n = 2, then one symbolic graph
+        assert m.calls_outside_assumptions == outside
+    torch._dynamo.reset()
+    metrics.reset()
+    compiled = torch.compile(scale, backend="stax", dynamic=True)
+    for k, n in enumerate((1, 5, 9)):
+        x = _inputs((4, 8), k)
+        assert_same(compiled(x, n), scale(x, n))
+    m = metrics.snapshot()
+    assert (m.graphs_compiled, m.graphs_failed, m.calls_outside_assumptions) == (1, 0, 1)
 
 
 def test_interpreter_runtime_binds_the_sizes():

@@ -8,6 +8,7 @@ estimates use); torch's index functions become stax.ir's. Nothing here does inde
 
 from __future__ import annotations
 
+import logging
 import math
 
 import sympy
@@ -20,6 +21,7 @@ from .errors import GraphUnsupported
 from .strides import is_dense, meta_strides
 from .tensor import as_size
 
+log = logging.getLogger("stax.frontend")
 MULTIPLE_TAG = "_div"  # q = s // m is named f"{s}_div{m}" (to_symints reads it back)
 MIN_SIZE = 2  # what Stax assumes of every size symbol (dynamo's default ranges start there: 0 and 1 specialize)
 
@@ -124,15 +126,18 @@ class Symbols:
                                        cause="symbolic shapes")
             lo = int(vr.lower) if vr.lower.is_Integer else -math.inf  # (torch's int_oo is not an Integer)
             hi = int(vr.upper) if vr.upper.is_Integer else math.inf
-            if lo < 1:  # stax.ir's SizeVar is a positive integer; an int argument that may be <= 0 is not one
-                raise GraphUnsupported(f"symbolic int {s} in [{vr.lower}, {vr.upper}] is not a positive size",
-                                       cause="symbolic shapes")
-            if int(hint) < MIN_SIZE:
-                raise GraphUnsupported(f"symbolic size {s} = {hint} in the example: below {MIN_SIZE}",
+            if hi < MIN_SIZE:
+                raise GraphUnsupported(f"symbolic size {s} in [{vr.lower}, {vr.upper}]: below {MIN_SIZE}",
                                        cause="symbolic shapes")
             # Stax's own assumption beyond the guards: a symbolic size is never 1 (broadcasts, squeezes and
-            # unit strides are decided on that); checked at every call (size_binding.py), eager below it
-            self.rows[s.name] = SymbolRange(size_var(s.name), max(lo, MIN_SIZE), hi, int(hint))
+            # unit strides are decided on that); checked at every call (size_binding.py), eager below it. An
+            # int argument the guards let be <= 1 (`f(x, n)`, automatic dynamic: [-oo, oo]) is compiled for
+            # n >= 2 the same way: a call with a smaller n runs eagerly, counted, never with a wrong answer
+            # (an example below it, `f(x, 1)` under dynamic=True: that call runs eagerly, the hint is MIN_SIZE)
+            if lo < MIN_SIZE:
+                log.debug("symbol %s in [%s, %s] (example %s): compiled for %s >= %d (smaller values run eagerly)",
+                          s, vr.lower, vr.upper, hint, s, MIN_SIZE)
+            self.rows[s.name] = SymbolRange(size_var(s.name), max(lo, MIN_SIZE), hi, max(int(hint), MIN_SIZE))
         return self.rows[s.name].symbol
 
     def _translate(self, e, shape_env):
@@ -151,6 +156,8 @@ class Symbols:
             return FloorDiv(*args)
         if isinstance(e, TF.ModularIndexing):
             return ModularIndexing(*args)
+        if isinstance(e, _MODS):  # torch's Mod (nonnegative operands) and PythonMod: Python's a % m either way
+            return ModularIndexing(args[0], 1, args[1])
         if isinstance(e, (TF.Max, sympy.Max)):
             return sympy.Max(*args)
         if isinstance(e, (TF.Min, sympy.Min)):
