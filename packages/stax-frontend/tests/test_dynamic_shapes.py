@@ -9,6 +9,8 @@ static compile's: symbolic sizes do not change fusion.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -294,19 +296,34 @@ def test_symbolic_graphs_skip_the_whole_graph_cache(tmp_path):
 
 
 def test_unsupported_symbolic_graph_fails_loudly():
-    """A size made by float arithmetic on sizes (`int(n * 0.5)`: a `trunc` node Stax does not lower yet):
-    the graph runs eagerly, counted in graphs_failed, with a StaxEagerWarning (strict mode raises)."""
+    """A size made by an irrational function of sizes (`int(math.sqrt(n))`: a `_sym_sqrt` node Stax does
+    not lower): the graph runs eagerly, counted in graphs_failed, with a StaxEagerWarning (strict mode raises)."""
     from stax.frontend import StaxEagerWarning, config
 
     def f(x):
-        return x[: int(x.shape[0] * 0.5)] * 2
+        return x.view(-1)[: int(math.sqrt(x.numel()))] * 2
 
-    with config.patch(strict=False), pytest.warns(StaxEagerWarning, match="trunc"):
+    with config.patch(strict=False), pytest.warns(StaxEagerWarning, match="sqrt"):
         compiled = torch.compile(f, backend="stax", dynamic=True)
         for k, n in enumerate([6, 9]):
             x = _inputs((n, 3), k)
             assert_same(compiled(x), f(x))
     assert metrics.snapshot().graphs_failed >= 1
+
+
+def test_sizes_from_float_arithmetic():
+    """`int(n * 0.5)` and `math.ceil(n / 3)` (padding code) are exact integer quotients of sizes
+    (FloorDiv / CeilDiv): one graph for every n, the slices to them are views, not fallbacks."""
+    def f(x, y):
+        half = x[: int(x.shape[0] * 0.5)] * 2
+        blocks = (x * y)[: math.ceil(x.shape[0] / 3)]
+        return half.sum(0), blocks.exp()
+
+    def args(shape, k):
+        return _inputs((shape[1], 4), k), _inputs((shape[1], 4), k + 1)
+
+    _check_dynamic(f, args)
+    assert metrics.snapshot().fallback_calls == 0
 
 
 def test_int_arguments_are_symbols():

@@ -254,3 +254,18 @@ def test_provably_equal():
     assert provably_equal(s0 * s1, s1 * s0) and provably_equal((s0 + 1) * s1, s0 * s1 + s1)
     assert not provably_equal(s0, s1) and not provably_equal(s0 * s1, s0 * s1 + 1)
     assert provably_equal(64, 64) and not provably_equal(64, 128)
+
+
+@given(st.integers(1, 500))
+def test_nonnegativity_through_quotients_is_sound(n):
+    """`s - s // 2` and `s - ceil(s / 3)` are proved >= 0 through the quotients' rational bounds; what is
+    proved holds at every value, and `s // 2 - s` or `s - 3*s // 2` (false) are never proved."""
+    from stax.ir.index import CeilDiv, FloorDiv, sympify
+    from stax.ir.sizevars import provably_nonnegative
+
+    s = sympify("s1")
+    for e, want in ((s - FloorDiv(s, 2), True), (s - CeilDiv(s, 3), True), (s - 2 * FloorDiv(s, 2), True),
+                    (FloorDiv(s, 2) - s, False), (s - FloorDiv(3 * s, 2), False)):
+        assert provably_nonnegative(e) is want
+        if want:
+            assert int(e.subs(s, n)) >= 0

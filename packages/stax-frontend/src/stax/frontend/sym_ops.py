@@ -7,6 +7,7 @@ of it lives here. A result that is not an int (SymBool, SymFloat) is unsupported
 
 from __future__ import annotations
 
+import math
 import operator
 from dataclasses import dataclass
 
@@ -21,6 +22,7 @@ SYM_OPS = frozenset({
     aten.sym_size.int, aten.sym_stride.int, aten.sym_numel.default, aten.sym_storage_offset.default,
     operator.add, operator.sub, operator.mul, operator.floordiv, operator.mod, operator.neg, operator.pow,
     torch.sym_max, torch.sym_min, torch.sym_sum, torch.sym_float, operator.truediv,
+    torch.sym_int, math.trunc, math.floor, math.ceil,  # (an int of a float of sizes: symbolic.Symbols._to_int)
 })
 
 

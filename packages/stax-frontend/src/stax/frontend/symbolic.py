@@ -14,7 +14,8 @@ import math
 import sympy
 import torch
 from stax.ir import SizeVars, SymbolRange, size_var
-from stax.ir.index import FloorDiv, ModularIndexing, contiguous_strides
+from stax.ir.index import CeilDiv, FloorDiv, ModularIndexing, contiguous_strides
+from stax.ir.sizevars import provably_nonnegative
 from torch.utils._sympy import functions as TF
 
 from .errors import GraphUnsupported
@@ -140,11 +141,54 @@ class Symbols:
             self.rows[s.name] = SymbolRange(size_var(s.name), max(lo, MIN_SIZE), hi, max(int(hint), MIN_SIZE))
         return self.rows[s.name].symbol
 
+    def _to_int(self, e, shape_env):
+        """TruncToInt / FloorToInt / CeilToInt of a float made of sizes, as FloorDiv / CeilDiv of integers: the
+        float value must be exactly num / den (dyadic constants, divisions by integer constants), which the
+        double arithmetic torch evaluates also gives exactly for sizes below 2**40."""
+        q = self._rational(e.args[0], shape_env)
+        if q is None:
+            raise GraphUnsupported(f"size expression {e} is not an exact rational of sizes", cause="symbolic shapes")
+        num, den = q
+        if isinstance(e, TF.CeilToInt):
+            return CeilDiv(num, den)
+        if isinstance(e, TF.TruncToInt) and not provably_nonnegative(num):  # (trunc == floor at >= 0)
+            raise GraphUnsupported(f"size expression {e} may be negative", cause="symbolic shapes")
+        return FloorDiv(num, den)
+
+    def _rational(self, e, shape_env):
+        """(integer expression, positive int) whose quotient is float expression `e` exactly, else None."""
+        if isinstance(e, TF.ToFloat):
+            return self._rational(e.args[0], shape_env)
+        if e.is_Integer or e.is_Symbol or isinstance(e, (TF.FloorDiv, TF.ModularIndexing) + _MODS):
+            return self._translate(e, shape_env), 1
+        if isinstance(e, sympy.Float):
+            r = sympy.Rational(e)  # the binary value of the double, exactly
+            return (r.p, r.q) if r.q <= MAX_DENOMINATOR else None
+        if e.is_Rational:
+            return (e.p, e.q) if (e.q & (e.q - 1)) == 0 and e.q <= MAX_DENOMINATOR else None
+        parts = [self._rational(a, shape_env) for a in e.args]
+        if any(p is None for p in parts):
+            return None
+        if e.is_Mul:
+            return sympy.Mul(*(n for n, _ in parts)), math.prod(d for _, d in parts)
+        if e.is_Add:
+            den = math.lcm(*(d for _, d in parts))
+            return sympy.Add(*(n * (den // d) for n, d in parts)), den
+        if isinstance(e, (TF.IntTrueDiv, TF.FloatTrueDiv)):
+            (n1, d1), (n2, d2) = parts
+            if not sympy.sympify(n2).is_Integer or int(n2) == 0:
+                return None  # (a division by a size: no integer form)
+            sign = 1 if int(n2) > 0 else -1
+            return sign * n1 * d2, d1 * abs(int(n2))
+        return None
+
     def _translate(self, e, shape_env):
         if e.is_Integer:
             return sympy.Integer(int(e))
         if e.is_Symbol:
             return self._symbol(e, shape_env)
+        if isinstance(e, _TO_INT):  # int(n * 0.5), math.ceil(n / 3): exact when the float value is a rational
+            return self._to_int(e, shape_env)
         args = [self._translate(a, shape_env) for a in e.args]
         if e.is_Add:
             return sympy.Add(*args)
@@ -166,6 +210,10 @@ class Symbols:
 
 
 _MODS = tuple({sympy.Mod, getattr(TF, "Mod", sympy.Mod), getattr(TF, "PythonMod", sympy.Mod)})  # torch's own Mod
+
+
+_TO_INT = (TF.TruncToInt, TF.FloorToInt, TF.CeilToInt)
+MAX_DENOMINATOR = 1 << 20  # a float constant is used only if it is exactly p / q with q a power of 2 up to this
 
 
 def _multiple_of(s: sympy.Symbol, shape_env) -> int:

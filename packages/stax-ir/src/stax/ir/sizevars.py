@@ -131,11 +131,36 @@ class SizeVars:
 
 
 def provably_nonnegative(expr, ranges: Mapping | None = None) -> bool:
-    """expr >= 0 for every value of its symbols in `ranges` (size symbols default to >= 1)."""
+    """expr >= 0 for every value of its symbols in `ranges` (size symbols default to >= 1). Intervals
+    lose the relation between `s` and `s // 2` in `s - s // 2`; a second try bounds each integer
+    quotient term by its rational relaxation first (`_relaxed_below`)."""
     e = sympify(expr)
     if e.is_Integer:
         return int(e) >= 0
-    return bound_index(sympy.expand(e), ranges).lo >= 0
+    e = sympy.expand(e)
+    if bound_index(e, ranges).lo >= 0:
+        return True
+    low = _relaxed_below(e)
+    return low is not None and bound_index(sympy.expand(low), ranges).lo >= 0
+
+
+def _relaxed_below(e):
+    """An expression <= `e` everywhere: each term c*FloorDiv(a, k) / c*CeilDiv(a, k) (c, k integers, k > 0)
+    replaced by the end of floor(a/k) in [(a-k+1)/k, a/k] / ceil(a/k) in [a/k, (a+k-1)/k] that bounds the
+    term from below; None when there is no such term."""
+    from .index import CeilDiv, FloorDiv
+
+    out, changed = [], False
+    for t in sympy.Add.make_args(e):
+        c, q = t.as_coeff_Mul()
+        if isinstance(q, (FloorDiv, CeilDiv)) and c.is_Integer and q.args[1].is_Integer and int(q.args[1]) > 0:
+            a, k = q.args
+            lo, hi = ((a - k + 1) / k, a / k) if isinstance(q, FloorDiv) else (a / k, (a + k - 1) / k)
+            out.append(c * (lo if c > 0 else hi))
+            changed = True
+        else:
+            out.append(t)
+    return sympy.Add(*out) if changed else None
 
 
 def provably_equal(a, b) -> bool:
