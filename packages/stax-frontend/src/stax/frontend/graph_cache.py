@@ -1,9 +1,11 @@
-"""The whole-graph cache (CPU): a compiled graph's plain data on disk, keyed by graph_key.
+"""The whole-graph cache: a compiled graph's plain data on disk, keyed by graph_key.
 
 An entry holds what a second process needs to run the graph without lowering, scheduling or
-generating code again: the CallSpec (the runtime wrapper's data), stax.cpu's CpuArtifact (C++
-units, wrapper source; the .so files come from stax.cpu's own cache, or g++ if evicted), the
-extern kernels by name and the metrics of the compile. Only plain data and stax's own frozen
+generating code again: the CallSpec (the runtime wrapper's data), the generated code (stax.cpu's
+CpuArtifact: C++ units, wrapper source, the .so files coming from stax.cpu's own cache, or g++ if
+evicted; or build.GpuBuild: stax.gpu's GpuArtifact, Triton and wrapper source with launch configs,
+and the GpuConfig overrides it was built with), the extern kernels by name and the metrics of the
+compile. Only plain data and stax's own frozen
 dataclasses are stored: an entry is checked to unpickle with `_PlainUnpickler` before it is
 written, and nothing else is ever unpickled.
 
@@ -29,6 +31,7 @@ import pickle
 import tempfile
 import threading
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,7 +55,7 @@ class GraphEntry:
     key: str
     graph_hash: str  # the IR's content hash (short), as the report and the debug dump name the graph
     spec: object  # call_spec.CallSpec
-    artifact: object  # stax.cpu.CpuArtifact | None
+    artifact: object  # stax.cpu.CpuArtifact | build.GpuBuild | None
     no_kernels: tuple | None  # (IR input names, IR output names)
     externs: tuple  # aten_runtime.extern_kinds: (kernel, fallback?) pairs
     counts: tuple  # (metrics field, value) recorded for the compile: the same on a hit
@@ -84,11 +87,13 @@ _LOCK = threading.Lock()
 
 class GraphCache:
     """The entries under `directory`; `writable` is False when they can only be read. `cpu_root` is
-    stax.cpu's cache directory (its .so files), named in the warning when it is unusable too."""
+    stax.cpu's cache directory (its .so files), named in the warning when it is unusable too (None:
+    a GPU graph's cache); `note()`, more for that warning (where stax.gpu writes its modules)."""
 
-    def __init__(self, directory: Path, cpu_root: Path):
+    def __init__(self, directory: Path, cpu_root: Path | None, note: Callable[[], str] | None = None):
         self.dir = Path(directory)
-        self.cpu_root = Path(cpu_root)
+        self.cpu_root = Path(cpu_root) if cpu_root is not None else None
+        self.note = note
         self.writable = self._check_writable()
 
     def _check_writable(self) -> bool:
@@ -109,9 +114,13 @@ class GraphCache:
             if str(self.dir) in _UNWRITABLE:
                 return
             _UNWRITABLE.add(str(self.dir))
-        cpu = stax.cpu.toolchain.open_cache(self.cpu_root, warn=False)  # stax.cpu's fallback, told here once
-        also = (f"; C++ libraries are compiled into the private directory {cpu.write} (removed at exit)"
-                if cpu.write != self.cpu_root / "cpu" else "")
+        also = ""
+        if self.cpu_root is not None:
+            cpu = stax.cpu.toolchain.open_cache(self.cpu_root, warn=False)  # stax.cpu's fallback, told here once
+            also = (f"; C++ libraries are compiled into the private directory {cpu.write} (removed at exit)"
+                    if cpu.write != self.cpu_root / "cpu" else "")
+        if self.note is not None:
+            also += self.note()
         warnings.warn(f"stax: cache directory {self.dir} cannot be written ({e}): compiled graphs are not "
                       f"stored (entries already there are still read){also}. Set $STAX_CACHE_DIR to a writable "
                       "directory, or turn the whole-graph cache off (config.graph_cache=False, STAX_GRAPH_CACHE=0).",

@@ -1,12 +1,14 @@
-"""The whole-graph cache's key: what a compiled CPU graph depends on, hashed.
+"""The whole-graph cache's key: what a compiled graph depends on, hashed.
 
 sha256 over: the key format; the versions (torch's, Python's, and the source text of the stax
-packages the code comes from: every package is 0.1.0 while it changes daily, so a version string
-alone would load stale code); the build identity stax.cpu resolved (compiler version, ISA level
-chosen, threads, flags); the Config (minus where dumps go); the graph kind and the input layouts a
-variant is compiled for; the FX graph's code; per node, its target and the metadata of its value
-(shape, strides, dtype, device, requires_grad), the example inputs' as well; the bytes of every
-constant tensor; and AOTAutograd's split of a forward graph's outputs (saved for backward).
+packages the code comes from, stax.gpu's too for a GPU graph: every package is 0.1.0 while it
+changes daily, so a version string alone would load stale code); the build identity of the target
+(CPU: what stax.cpu resolved, compiler version, ISA level chosen, threads, flags; GPU: `gpu_identity`,
+the device kind, Triton's version and the resolved GpuConfig); the Config (minus where dumps go);
+the graph kind and the input layouts a variant is compiled for; the FX graph's code; per node,
+its target and the metadata of its value (shape, strides, dtype, device, requires_grad), the
+example inputs' as well; the bytes of every constant tensor; and AOTAutograd's split of a
+forward graph's outputs (saved for backward).
 Anything it cannot describe raises Uncacheable with the reason: that graph is compiled, not cached.
 """
 
@@ -24,6 +26,7 @@ from .config import Config
 
 FORMAT = "stax-graph-cache-v1"
 PACKAGES = ("stax.ir", "stax.sched", "stax.cpu", "stax.frontend")
+GPU_PACKAGES = PACKAGES + ("stax.gpu",)
 
 
 class Uncacheable(Exception):
@@ -31,12 +34,12 @@ class Uncacheable(Exception):
 
 
 @functools.cache
-def versions() -> str:
+def versions(packages: tuple = PACKAGES) -> str:
     """torch, Python and a hash of the stax packages' sources (read once per process, ~1 MB)."""
     import importlib
 
     h = hashlib.sha256()
-    for name in PACKAGES:
+    for name in packages:
         root = Path(importlib.import_module(name).__file__).parent
         for path in sorted(root.rglob("*.py")):
             h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
@@ -88,16 +91,30 @@ def _saved_split(kind: str) -> str:
     return repr(getattr(meta, "tensors_saved_for_backwards_slice", None))
 
 
+def gpu_identity(gpu_config) -> str:
+    """What a GPU graph's code depends on beyond the Config: the device kind (GPU name and compute
+    capability, or 'interpreter' under TRITON_INTERPRET=1) with Triton's version, and the GpuConfig
+    resolved from the environment (STAX_GPU_CONFIG) and config.gpu_options, less where files go
+    and how many processes compile them."""
+    import stax.gpu
+
+    if gpu_config.autotuner is not None:
+        raise Uncacheable("gpu_options.autotuner is an object the key cannot describe")
+    code = dataclasses.replace(gpu_config, cache_dir="", compile_workers=None)
+    return f"{stax.gpu.target_identity(gpu_config)}; {code!r}"
+
+
 def graph_key(gm: torch.fx.GraphModule, example_inputs, kind: str, cfg: Config, build_identity: str,
-              input_strides=None) -> str:
-    """The hex sha256 naming this graph's cache entry (raises Uncacheable)."""
+              input_strides=None, packages: tuple = PACKAGES) -> str:
+    """The hex sha256 naming this graph's cache entry (raises Uncacheable). `packages`: the stax
+    packages whose sources the code comes from (GPU_PACKAGES for a GPU graph)."""
     h = hashlib.sha256()
 
     def put(text: str) -> None:
         h.update(text.encode())
         h.update(b"\0")
 
-    for part in (FORMAT, versions(), build_identity, config_text(cfg), kind, repr(input_strides), gm.code,
+    for part in (FORMAT, versions(packages), build_identity, config_text(cfg), kind, repr(input_strides), gm.code,
                  _saved_split(kind)):
         put(part)
     examples = iter(example_inputs)

@@ -1,10 +1,11 @@
 """The whole-graph cache in the compile pipeline: look a graph up, load it, or store it.
 
 `lookup` says what the cache does for one graph ('hit', 'miss', 'off', 'skipped: <reason>',
-'corrupt: rebuilt'): CPU graphs under the C++ runtime only (stax.gpu's modules, the interpreter
-and graphs whose debug dump or report needs the IR are skipped, each with its reason logged on
-`stax.frontend.cache` and counted in metrics.graph_cache_skipped). A hit is loaded by `load`:
-no lowering, scheduling or code generation; g++ only if stax.cpu's .so cache lost a library.
+'corrupt: rebuilt'): CPU graphs under the C++ runtime and stax.gpu graphs (the interpreter
+runtime and graphs whose debug dump or report needs the IR are skipped, each with its reason
+logged on `stax.frontend.cache` and counted in metrics.graph_cache_skipped). A hit is loaded by
+`load`: no lowering, scheduling or code generation; g++ only if stax.cpu's .so cache lost a
+library; a GPU module is imported from its stored source with the GpuConfig it was built with.
 """
 
 from __future__ import annotations
@@ -15,14 +16,14 @@ from pathlib import Path
 
 from . import metrics
 from .aten_runtime import extern_kinds
-from .build import Built, cpu_config, load_cpu
+from .build import Built, GpuBuild, cpu_config, gpu_config, load_cpu, load_gpu
 from .call_spec import CallSpec, extra_values, from_lowered
 from .config import Config
 from .extern_table import kernel_table_of
 from .graph_cache import CorruptEntry, GraphCache, GraphEntry
-from .graph_key import Uncacheable, graph_key
+from .graph_key import GPU_PACKAGES, PACKAGES, Uncacheable, gpu_identity, graph_key
 from .phases import PhaseClock
-from .routing import CPU
+from .routing import CPU, route
 from .runtime import NoKernels, resolve_runtime
 
 log = logging.getLogger("stax.frontend.cache")
@@ -33,7 +34,7 @@ class Lookup:
     status: str  # what the cache did, for the log line
     cache: GraphCache | None = None
     key: str | None = None
-    env: object = None  # stax.cpu.BuildEnv the key was computed with
+    env: object = None  # stax.cpu.BuildEnv the key was computed with (None: a GPU graph)
     entry: GraphEntry | None = None
 
 
@@ -44,9 +45,7 @@ def _skip(reason: str) -> Lookup:
 
 
 def skip_reason(cfg: Config, target: str) -> str | None:
-    if target != CPU:
-        return "stax.gpu graphs are not cached yet"
-    if resolve_runtime(cfg.runtime) != "cpu":
+    if target == CPU and resolve_runtime(cfg.runtime) != "cpu":
         return f"config.runtime={cfg.runtime!r}"
     if cfg.debug or cfg.report:
         return "config.debug / config.report need the IR"
@@ -65,11 +64,19 @@ def lookup(gm, example_inputs, kind: str, cfg: Config, target: str, input_stride
     with clock.phase("cache"):
         config = cpu_config(cfg)
         root = resolve_cache_dir(config)
-        # before stax.cpu opens its own cache: an unusable directory gets one warning, this cache's
-        cache = GraphCache(Path(cfg.graph_cache_dir) if cfg.graph_cache_dir else root / "graphs", root)
-        env = stax.cpu.prepare(config)
+        directory = Path(cfg.graph_cache_dir) if cfg.graph_cache_dir else root / "graphs"
+        if target == CPU:
+            # before stax.cpu opens its own cache: an unusable directory gets one warning, this cache's
+            cache = GraphCache(directory, root)
+            env = stax.cpu.prepare(config)
+        else:
+            device = route(gm, example_inputs, cfg)[1]
+            cache = GraphCache(directory, None, note=lambda: _gpu_private_note(cfg, device))
+            env = None
         try:
-            key = graph_key(gm, example_inputs, kind, cfg, env.identity(), input_strides)
+            identity = env.identity() if env is not None else gpu_identity(gpu_config(device, dict(cfg.gpu_options)))
+            key = graph_key(gm, example_inputs, kind, cfg, identity, input_strides,
+                            PACKAGES if env is not None else GPU_PACKAGES)
         except Uncacheable as e:
             return _skip(str(e))
         except Exception as e:  # noqa: BLE001 - a graph the key does not describe: compiled, not cached
@@ -97,10 +104,22 @@ def load(found: Lookup, gm, device, cfg: Config, clock: PhaseClock) -> tuple[Cal
         extras = extra_values(spec, None, gm, device)
     if entry.artifact is None:
         module = NoKernels(*entry.no_kernels)
+    elif isinstance(entry.artifact, GpuBuild):
+        module = load_gpu(entry.artifact, device, kernel_table_of(entry.externs), clock)
     else:
         module = load_cpu(entry.artifact, found.env, kernel_table_of(entry.externs), cpu_config(cfg), clock)
     metrics.record(graph_cache_hits=1)
     return spec, extras, module
+
+
+def _gpu_private_note(cfg: Config, device) -> str:
+    """The unwritable-directory warning's word on stax.gpu's module files (a private directory)."""
+    from stax.gpu.load import writable_dir
+
+    gpu = gpu_config(device, dict(cfg.gpu_options))
+    private = writable_dir(gpu.cache_dir)
+    return f"; Triton modules are written to the private directory {private} (removed at exit)" \
+        if private != gpu.cache_dir else ""
 
 
 def counts_of(lowered, sched) -> dict:

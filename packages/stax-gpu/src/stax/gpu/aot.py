@@ -19,6 +19,8 @@ def compile_module(compiled, graph, arch: int = 90, all_configs: bool = False, p
 
     module = generated_module(compiled)
     graph = getattr(module, "GRAPH", None) or graph  # the graph as compiled (with split partials)
+    artifact = getattr(module, "ARTIFACT", None)  # its pointer dtypes (a module loaded from a cache has no GRAPH)
+    known = {b: d for k in artifact.kernels for b, d in k.arg_dtypes} if artifact is not None else {}
     done = []
     for launcher in launchers(module):
         if launcher.options.get("launch_pdl") and arch < 90:
@@ -30,7 +32,7 @@ def compile_module(compiled, graph, arch: int = 90, all_configs: bool = False, p
                 continue
             seen.add(cfg.variant)
             ks, fn = launcher.variants[cfg.variant]
-            dtypes = [graph.buffer_layout(buf).dtype.name for buf in ks.args]
+            dtypes = [known[b] if b in known else graph.buffer_layout(b).dtype.name for b in ks.args]
             kernel = build(job_for(ks, fn, dtypes, cfg, launcher.options, ("cuda", arch, 32), module), fn)
             if ptx is not None:
                 ptx.append(kernel.asm["ptx"])

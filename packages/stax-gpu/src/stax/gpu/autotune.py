@@ -142,6 +142,8 @@ def default_autotuner(config) -> object:
         return config.autotuner
     if not config.autotune or config.interpret:
         return FirstChoice()
+    from .load import writable_dir  # (an unwritable cache directory: a private one, not a failed first call)
+
     one_round = lambda fn: cuda_event_timer(fn, rounds=1)  # noqa: E731 - the rounds interleave candidates
-    return BenchmarkAutotuner(AutotuneCache(os.path.join(config.cache_dir, "autotune")), one_round, rounds=5,
-                              margin=0.005)
+    return BenchmarkAutotuner(AutotuneCache(os.path.join(writable_dir(config.cache_dir), "autotune")), one_round,
+                              rounds=5, margin=0.005)

@@ -1,38 +1,42 @@
 """Schedule -> CompiledModule: the stax-gpu pipeline, one step per line.
 
+generate_artifact (Schedule -> GpuArtifact, plain data: artifact.py):
     schedule = split_reductions(schedule)        # few outputs, long rows: two kernels (split.py)
     schedule = split_scatters(schedule)          # scatter: init kernel + atomic scatter kernel (scatter.py)
     plans    = plan_kernels(schedule)            # roles, axes, stores (plan.py)
     kernels  = write_kernel(plan, variant)       # Triton source per variant (kernels.py)
     wrapper  = generate_wrapper(...)             # call(args) (wrapper.py)
-    module   = load(source)                      # a real file: @triton.jit reads its source
+load_artifact (GpuArtifact -> CompiledModule: load.py):
+    module   = load_module(source)               # a real file: @triton.jit reads its source
     launchers bound into the module               # heuristics + autotuner (runtime.py)
+compile_schedule is the two in a row.
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
+import contextlib
 import logging
-import os
-import sys
-import tempfile
 
 import triton
 from stax.sched import CompiledModule
 from stax.sched.schedule import ALLOC
 
-from . import graph_pools, graphs
-from .autotune import autotune_key, default_autotuner
+from .artifact import ExternLaunch, GpuArtifact, KernelLaunch, device_name, target_identity
+from .autotune import autotune_key
 from .config import GpuConfig
 from .emit import ErrorTable
-from .graphs import GraphedCall
 from .heuristics import candidates
 from .kernels import variants, with_pdl, write_kernel
+from .load import (  # noqa: F401 - generated_module, launchers, load_module, why_not_graphed lived here
+    compile_pool,
+    generated_module,
+    launchers,
+    load_artifact,
+    load_module,
+    why_not_graphed,
+)
 from .plan import EXTERN_FORM, plan_kernels
-from .runtime import ErrorFlag, KernelLauncher, allocator_for
 from .scatter import plan_with_scatters, scatter_kernel_set, split_scatters
-from .sized_launch import SizedLauncher
 from .split import split_reductions
 from .symbolic import hint, is_static
 from .wrapper import generate_wrapper
@@ -61,35 +65,6 @@ WRAPPER_NAMES = frozenset({"torch", "triton", "tl", "libdevice", "triton_helpers
                            "sizes"})
 WRAPPER_PREFIXES = ("launch_", "EXTERN_", "CONSTANTS_", "triton_")
 
-
-def _device_name(config: GpuConfig) -> str:
-    if config.interpret:
-        return "interpreter"
-    import torch
-
-    if torch.cuda.is_available():
-        p = torch.cuda.get_device_properties(torch.cuda.current_device())
-        return f"{p.name} sm{p.major}{p.minor} {p.multi_processor_count}SM"
-    return config.device
-
-
-def load_module(source: str, cache_dir: str):
-    """Write `source` to a content-addressed file and import it (Triton needs real source)."""
-    digest = hashlib.sha256(source.encode()).hexdigest()
-    directory = os.path.join(cache_dir, "modules", digest[:2])
-    os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, f"stax_{digest[:32]}.py")
-    if not os.path.exists(path):
-        fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            f.write(source)
-        os.replace(tmp, path)
-    name = f"stax_gpu_{digest[:32]}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # triton resolves the kernels' globals through the module
-    spec.loader.exec_module(module)
-    return module
 
 
 def kernel_set(plan, config: GpuConfig, errors: ErrorTable) -> tuple[list, list]:
@@ -131,19 +106,17 @@ def _full_masks(plan, ks, cands, config: GpuConfig, errors: ErrorTable):
     return write_kernel(plan, config, errors, ks.variant, full) if full else ks
 
 
-def compile_schedule(schedule, *, extern_kernels=None, config: GpuConfig | None = None) -> CompiledModule:
-    """Generate, load and bind Triton kernels and the wrapper for `schedule`.
+def generate_artifact(schedule, *, extern_kernels=None, config: GpuConfig | None = None) -> GpuArtifact:
+    """The Triton kernels, wrapper and launch decisions of `schedule`, as plain data (artifact.py).
 
-    `call(args)` of the result takes torch tensors (cuda; cpu under TRITON_INTERPRET=1)
-    in graph-input order, clears `args`, and returns the tuple of graph outputs.
-    ExternKernel nodes call `extern_kernels[node.kernel](*inputs, **constants)`.
+    `extern_kernels` (optional here): the names ExternKernel nodes call are checked against it.
     """
-    config = config or GpuConfig.from_env()
+    return _generate(schedule, extern_kernels, config or GpuConfig.from_env())[0]
+
+
+def _generate(schedule, extern_kernels, config: GpuConfig):
+    """(the artifact, the graph as run: split reductions add partial buffers)."""
     symbolic = bool(schedule.graph.size_vars)
-    pool = _compile_pool(config)
-    if pool is not None:
-        pool.warm_up()  # workers start while the kernels are generated: they need seconds to import
-    extern_kernels = dict(extern_kernels or {})
     errors = ErrorTable()
     schedule = split_reductions(schedule, config)
     schedule = split_scatters(schedule)
@@ -159,37 +132,23 @@ def compile_schedule(schedule, *, extern_kernels=None, config: GpuConfig | None 
         elif not config.interpret:
             log.info("stax-gpu: no programmatic dependent launch: %s", why_not)
     kernels = {k: vs for k, (vs, _) in launch.items()}
-    for p in plans:
-        if p.form == EXTERN_FORM and p.extern.kernel not in extern_kernels:
-            raise KeyError(f"stax-gpu: no implementation given for extern kernel {p.extern.kernel!r} ({p.extern.name})")
+    if extern_kernels is not None:
+        for p in plans:
+            if p.form == EXTERN_FORM:
+                _check_extern(p.extern.kernel, p.extern.name, extern_kernels)
     wrapper = generate_wrapper(schedule, plans, kernels, bool(errors.entries))
     parts = [PRELUDE]
     for k in sorted(kernels):
         for ks in kernels[k]:
             parts.append("\n" + ks.src)
     parts.append("\n" + wrapper)
-    source = "\n".join(parts)
-    module = load_module(source, config.cache_dir)
-    import torch
-
-    device = torch.device(config.device)
-    module.DEVICE = device
-    module.empty_strided = allocator_for(device)
-    module.GRAPH = schedule.graph  # as run: split reductions add partial buffers
-    why_sync = "GpuConfig.error_sync" if config.error_sync else (
-        "unpoisoned checks: " + "; ".join(errors.unpoisoned) if errors.unpoisoned else "")
-    module.ERRORS = ErrorFlag(errors.entries, device, sync=bool(why_sync), why=why_sync) if errors.entries else ()
-    autotuner = default_autotuner(config)
-    dev_name = _device_name(config)
-    names = []
+    dev_name = device_name(config)
+    graph = schedule.graph
+    launches, externs, names = [], [], []
     for p in plans:
         if p.form == EXTERN_FORM:
-            fn, constants = extern_kernels[p.extern.kernel], dict(p.extern.constants)
-            bind = getattr(fn, "bind", None)  # the extern protocol stax.cpu uses too: constants read once
-            if bind is not None:
-                fn, constants = bind(**constants), {}
-            setattr(module, f"EXTERN_{p.index}", fn)
-            setattr(module, f"CONSTANTS_{p.index}", constants)
+            externs.append(ExternLaunch(p.index, p.extern.kernel, p.extern.name, tuple(p.extern.constants),
+                                        bool(p.extern.fallback)))
             names.append(p.extern.kernel)
             continue
         if p.empty:
@@ -199,57 +158,43 @@ def compile_schedule(schedule, *, extern_kernels=None, config: GpuConfig | None 
         # kernel's key names its size expressions: one choice (made at the first call's sizes) serves all
         key = autotune_key([ks.src for ks in vs] + [c.key() for c in cands],
                            tuple(str(n) for n in (p.xnumel, p.ynumel, p.rnumel)), dev_name, triton.__version__)
-        sized = {"n_numels": len(vs[0].numels), "n_sizes": len(vs[0].size_args)} if vs[0].symbolic else {}
-        launcher = (SizedLauncher if sized else KernelLauncher)(
-            vs[0].name,
-            {ks.variant: (ks, getattr(module, ks.name)) for ks in vs},
-            cands,
-            autotuner,
-            key,
-            n_in=len(p.loads),
-            n_out=len(p.stores),
-            options=kernel_options(p, options, config),
-            **sized,
-        )
-        setattr(module, f"launch_{p.index}", launcher)
+        buffers = dict.fromkeys(b for ks in vs for b in ks.args)
+        launches.append(KernelLaunch(
+            p.index, p.name, tuple(vs), tuple(cands), key, len(p.loads), len(p.stores),
+            tuple(sorted(kernel_options(p, options, config).items())),
+            tuple((b, graph.buffer_layout(b).dtype.name) for b in buffers),
+            len(vs[0].numels) if vs[0].symbolic else 0, len(vs[0].size_args) if vs[0].symbolic else 0,
+        ))
         names.append(" / ".join(ks.name for ks in vs))
-        log.info("%s: %s variants=%s candidates=%d", p.name, vs[0].name, [ks.variant for ks in vs], len(cands))
+    return GpuArtifact(target_identity(config), "\n".join(parts), tuple(launches), tuple(externs), tuple(names),
+                       tuple(errors.entries), tuple(errors.unpoisoned),
+                       0 if symbolic else _allocated_bytes(schedule), symbolic), graph
+
+
+def compile_schedule(schedule, *, extern_kernels=None, config: GpuConfig | None = None,
+                     phase=None) -> CompiledModule:
+    """Generate, load and bind Triton kernels and the wrapper for `schedule`
+    (`load_artifact(generate_artifact(...))`; `artifact_of` gives the artifact back).
+
+    `call(args)` of the result takes torch tensors (cuda; cpu under TRITON_INTERPRET=1)
+    in graph-input order, clears `args`, and returns the tuple of graph outputs.
+    ExternKernel nodes call `extern_kernels[node.kernel](*inputs, **constants)`.
+    `phase`: a caller's timer, entered as `with phase("codegen")` and `with phase("load")`.
+    """
+    config = config or GpuConfig.from_env()
+    timed = phase or (lambda name: contextlib.nullcontext())
+    pool = compile_pool(config)
     if pool is not None:
-        _precompile(pool, module, schedule.graph, autotuner)
-    call = module.call
-    why_not = why_not_graphed(config, plans, module.ERRORS, 0 if symbolic else _allocated_bytes(schedule), symbolic)
-    if why_not is None:
-        call = GraphedCall(call, module.__name__, errors=module.ERRORS or None,
-                           instances=config.cuda_graph_instances, keys=config.cuda_graph_keys,
-                           gpu_bound_ratio=config.cuda_graph_gpu_bound_ratio if options.get("launch_pdl") else 0.0,
-                           pools=graph_pools.POOLS if config.cuda_graph_shared_pools else None)
-    elif config.cuda_graphs and device.type == "cuda":
-        log.info("stax-gpu: no CUDA graphs for this module: %s", why_not)
-    return CompiledModule(source, call, device=config.device, kernel_names=tuple(names))
+        pool.warm_up()  # workers start while the kernels are generated: they need seconds to import
+    with timed("codegen"):
+        artifact, graph = _generate(schedule, dict(extern_kernels or {}), config)
+    with timed("load"):
+        return load_artifact(artifact, extern_kernels=extern_kernels, config=config, graph=graph)
 
 
-def generated_module(compiled: CompiledModule):
-    """The Python module a CompiledModule's wrapper lives in (its launchers, ERRORS, GRAPH)."""
-    call = compiled.call
-    return sys.modules[getattr(call, "call", call).__module__]  # a GraphedCall wraps the wrapper
-
-
-def _compile_pool(config: GpuConfig):
-    """The process-wide compile workers (precompile.py) for a cuda module, or None."""
-    from . import precompile
-
-    if config.interpret or not config.device.startswith("cuda"):
-        return None
-    import torch
-
-    if not torch.cuda.is_available():
-        return None
-    return precompile.pool(precompile.default_workers() if config.compile_workers is None else config.compile_workers)
-
-
-def launchers(module) -> list:
-    """A generated module's KernelLaunchers, in name order."""
-    return [getattr(module, n) for n in sorted(vars(module)) if n.startswith("launch_")]
+def _check_extern(kernel: str, name: str, extern_kernels: dict) -> None:
+    if kernel not in extern_kernels:
+        raise KeyError(f"stax-gpu: no implementation given for extern kernel {kernel!r} ({name})")
 
 
 def kernel_options(p, options: dict, config: GpuConfig) -> dict:
@@ -261,31 +206,6 @@ def kernel_options(p, options: dict, config: GpuConfig) -> dict:
     if welford and not config.interpret and config.device.startswith("cuda"):
         return dict(options, enable_fp_fusion=False)
     return options
-
-
-def _precompile(pool, module, graph, autotuner) -> None:
-    """Hand every kernel config the module's launchers may compile to worker processes (precompile.py)."""
-    import torch
-
-    from . import precompile
-
-    major, minor = torch.cuda.get_device_capability()
-    target = ("cuda", major * 10 + minor, 32)
-    tuned = getattr(autotuner, "cached_choice", None)
-    for launcher in launchers(module):
-        if getattr(launcher, "sized", False):
-            continue  # (call-time sizes: the JIT compiles it at its first launch)
-        cands = launcher.candidates
-        hit = tuned(launcher.key, cands) if tuned is not None and len(cands) > 1 else None
-        for cfg in [hit] if hit is not None else cands:  # a tuned choice on disk: only it will be launched
-            ks, fn = launcher.variants[cfg.variant]
-            try:
-                job = precompile.job_for(ks, fn, [graph.buffer_layout(b).dtype.name for b in ks.args], cfg,
-                                         launcher.options, target, module)
-            except (KeyError, ValueError) as e:  # the JIT compiles what cannot be described
-                log.info("stax-gpu: %s %s not precompiled: %s", ks.name, cfg.key(), e)
-                continue
-            launcher.prepared[cfg.key()] = (job, pool.submit(job))
 
 
 def why_no_pdl(config: GpuConfig) -> str | None:
@@ -307,27 +227,3 @@ def _allocated_bytes(schedule) -> int:
     """What one call allocates (every planned buffer, reuse not subtracted): an upper bound
     on the memory a CUDA graph instance of the module keeps reserved."""
     return sum(schedule.graph.buffer_layout(ev.buffer).nbytes() for ev in schedule.memory.events if ev.kind == ALLOC)
-
-
-def why_not_graphed(config: GpuConfig, plans, errors, allocated: int = 0, symbolic: bool = False) -> str | None:
-    """None when the module's wrapper may be replayed as a CUDA graph (graphs.py), else why not."""
-    if not config.cuda_graphs:
-        return "off"
-    if symbolic:
-        # a capture bakes in this call's sizes (kernel arguments, grids, allocations): keyed by the
-        # sizes it would be correct, but every size tuple would capture and keep its own memory pool,
-        # and calls whose sizes vary (sequence lengths) seldom repeat addresses and sizes together
-        return "its sizes are call-time values (symbolic shapes)"
-    if (config.interpret or not config.device.startswith("cuda")) and graphs.BACKEND is graphs.CudaGraphs:
-        return "not a cuda module"  # a stand-in backend (host_graphs) graphs modules anywhere
-    if any(p.form == EXTERN_FORM and p.extern.fallback for p in plans):
-        return "it calls fallback ATen ops (any of which may synchronize)"
-    if errors and errors.sync:
-        why = getattr(errors, "why", "")
-        return "its error flag is read synchronously" + (f" ({why})" if why else "")
-    if allocated > config.cuda_graph_max_bytes:
-        # its kernels run >= 0.25 ms at 4 TB/s: a launch's overhead is small next to that,
-        # and each instance would keep this much reserved
-        return (f"it allocates {allocated / 2**20:.0f} MiB per call "
-                f"(cuda_graph_max_bytes {config.cuda_graph_max_bytes / 2**20:.0f} MiB)")
-    return None

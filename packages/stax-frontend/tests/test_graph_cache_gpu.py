@@ -1,0 +1,332 @@
+"""The whole-graph cache for stax.gpu graphs (issue 24): test_graph_cache.py's checks, on the GPU target.
+
+Without a GPU the graphs go to stax.gpu on CPU tensors through Triton's interpreter
+(config.device_override='gpu', TRITON_INTERPRET=1 from conftest); with one, on cuda. Two or three
+processes compile one tiny model (WORKER: forward + backward, a constant, a matmul, a sort fallback)
+on one graph cache directory; the other tests run in this process on a directory of their own.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+import torch._dynamo
+from conftest import assert_same
+from stax.frontend import config, metrics, runtime
+from stax.frontend.graph_cache import MAGIC, StaxCacheWarning
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+ROOT = Path(__file__).resolve().parents[3]
+
+pytestmark = pytest.mark.skipif(
+    runtime.gpu_unavailable_reason() is not None
+    or (DEVICE == "cpu" and os.environ.get("TRITON_INTERPRET", "0") in ("", "0")),
+    reason="needs stax.gpu: a GPU, or TRITON_INTERPRET=1 (CPU tensors through Triton's interpreter)",
+)
+
+# One process: compile Tiny on the GPU target with the graph cache on, check it against eager, print
+# what the backend did as one JSON line. argv: [ARRIVE_DIR N]: its first cache write waits until N
+# processes have reached theirs (each has missed the forward graph), so all write that key at once.
+WORKER = r"""
+import json, os, sys, time
+import torch
+from stax.frontend import config, metrics, register
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+class Tiny(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 16)
+
+    def forward(self, x):
+        h = torch.nn.functional.gelu(self.lin(x)) * torch.tensor([0.5, 2.0], device=x.device).repeat(8)
+        return torch.sort(h, -1)[0].sum(-1) + h.softmax(-1).amax(-1)
+
+
+if len(sys.argv) > 2:
+    from stax.frontend.graph_cache import GraphCache
+
+    arrive, n, real, met = sys.argv[1], int(sys.argv[2]), GraphCache.store, []
+
+    def store(self, entry):
+        if not met:
+            met.append(True)
+            open(os.path.join(arrive, str(os.getpid())), "w").close()
+            deadline = time.monotonic() + 120
+            while len(os.listdir(arrive)) < n and time.monotonic() < deadline:
+                time.sleep(0.002)
+        return real(self, entry)
+
+    GraphCache.store = store
+register()
+torch.manual_seed(0)
+model = Tiny().to(DEVICE)
+x = torch.randn(4, 8, requires_grad=True, device=DEVICE)
+ref = model(x)
+ref.sum().backward()
+ref_grad = model.lin.weight.grad.clone()
+model.lin.weight.grad = None
+with config.patch(strict=True, graph_cache=True, device_override="gpu" if DEVICE == "cpu" else None):
+    out = torch.compile(model, backend="stax", dynamic=False)(x)
+    out.sum().backward()
+m = metrics.snapshot()
+print(json.dumps({
+    "max_err": float((out - ref).detach().abs().max()),
+    "max_grad_err": float((model.lin.weight.grad - ref_grad).abs().max()),
+    "hits": m.graph_cache_hits, "misses": m.graph_cache_misses, "stores": m.graph_cache_stores,
+    "corrupt": m.graph_cache_corrupt, "skipped": dict(m.graph_cache_skipped),
+    "phase_runs": dict(m.phase_runs), "graphs": m.graphs_compiled, "fallbacks": dict(m.fallback_ops),
+    "kernels": m.kernels_generated,
+}))
+"""
+
+
+def _env(graph_dir: Path) -> dict:
+    paths = [str(p) for p in sorted((ROOT / "packages").glob("*/src"))]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths + [os.environ.get("PYTHONPATH", "")]),
+           "STAX_GRAPH_CACHE_DIR": str(graph_dir), "STAX_CACHE_DIR": str(graph_dir.parent / "stax"),
+           "OMP_NUM_THREADS": "1"}
+    if DEVICE == "cpu":
+        env["TRITON_INTERPRET"] = "1"
+    return env
+
+
+def _worker(graph_dir: Path, arrive: Path | None = None, n: int = 0) -> subprocess.Popen:
+    args = [sys.executable, "-c", WORKER] + ([str(arrive), str(n)] if arrive else [])
+    return subprocess.Popen(args, env=_env(graph_dir), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _result(proc: subprocess.Popen) -> dict:
+    out, err = proc.communicate(timeout=240)
+    assert proc.returncode == 0, err[-3000:]
+    return json.loads(out.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def processes(tmp_path_factory):
+    """Two workers writing the same entries of an empty graph cache at once, then a third process
+    on the cache they left."""
+    graph_dir = tmp_path_factory.mktemp("gpu") / "graphs"
+    arrive = tmp_path_factory.mktemp("arrive")
+    writers = [_result(p) for p in [_worker(graph_dir, arrive, 2) for _ in range(2)]]
+    return writers, _result(_worker(graph_dir)), graph_dir
+
+
+def test_two_processes_writing_one_key_both_succeed(processes):
+    writers, _, graph_dir = processes
+    for r in writers:
+        assert r["max_err"] < 1e-5 and r["max_grad_err"] < 1e-5, r
+        assert r["misses"] + r["hits"] == 2 and r["stores"] == r["misses"] and r["corrupt"] == 0, r
+        assert r["skipped"] == {}, r
+    assert sum(r["stores"] for r in writers) >= 3, writers
+    entries = list(graph_dir.rglob("*.entry"))
+    assert len(entries) == 2 and not list(graph_dir.rglob("*.tmp")), entries
+
+
+def test_second_process_loads_without_lowering_scheduling_or_codegen(processes):
+    """Forward and backward are hits in a fresh process: no lowering, scheduling or Triton code
+    generation ran; the results are eager's, the fallback and kernel counts the first process's."""
+    writers, reader, _ = processes
+    assert reader["hits"] == 2 and reader["misses"] == 0 and reader["corrupt"] == 0, reader
+    assert reader["graphs"] == 2 and reader["fallbacks"] == writers[0]["fallbacks"] == {"sort.default": 1}
+    assert reader["kernels"] == writers[0]["kernels"] > 0
+    for phase in ("lower", "schedule", "codegen"):
+        assert phase not in reader["phase_runs"], reader["phase_runs"]
+        assert all(w["phase_runs"].get(phase, 0) == w["misses"] > 0 for w in writers), writers
+    assert reader["phase_runs"]["load"] == 2
+    assert reader["max_err"] < 1e-5 and reader["max_grad_err"] < 1e-5, reader
+
+
+# ---- in this process ------------------------------------------------------------------------
+
+
+def _f(x, w):
+    return torch.relu(x @ w).softmax(-1) * 3.0
+
+
+ARGS = (torch.randn(8, 16, device=DEVICE), torch.randn(16, 12, device=DEVICE))
+
+
+def _gpu(**fields):
+    return config.patch(device_override="gpu" if DEVICE == "cpu" else None, **fields)
+
+
+def _compile(**options):
+    """One fresh compile of _f on the GPU target (dynamo's cache cleared: the backend runs again)."""
+    torch._dynamo.reset()
+    with _gpu():
+        return torch.compile(_f, backend="stax", dynamic=False, options=options or None)(*ARGS)
+
+
+@pytest.fixture
+def graph_dir(tmp_path):
+    with config.patch(graph_cache=True, graph_cache_dir=str(tmp_path / "graphs")):
+        yield tmp_path / "graphs"
+
+
+def test_hit_in_a_fresh_compile_equals_eager(graph_dir, monkeypatch):
+    import stax.gpu
+
+    assert_same(_compile(), _f(*ARGS))
+    assert metrics.snapshot().graph_cache_stores == 1
+    metrics.reset()
+    monkeypatch.setattr(stax.gpu, "compile_schedule", None)  # a hit never compiles
+    assert_same(_compile(), _f(*ARGS))
+    m = metrics.snapshot()
+    assert m.graph_cache_hits == 1 and m.extern_ops == {"mm.default": 1}, m
+    assert not {"lower", "schedule", "codegen"} & set(m.phase_runs), m.phase_runs
+
+
+def _entry(graph_dir: Path) -> Path:
+    (path,) = graph_dir.rglob("*.entry")
+    return path
+
+
+def _truncate(p: Path):
+    p.write_bytes(p.read_bytes()[: p.stat().st_size // 2])
+
+
+def _flip(p: Path):
+    data = bytearray(p.read_bytes())
+    data[len(MAGIC) + 65 + (len(data) - len(MAGIC) - 65) // 2] ^= 0x01  # the payload's middle: Triton source
+    p.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("damage", [_truncate, _flip], ids=["truncated", "flipped-byte"])
+def test_corrupt_entry_is_rebuilt_never_loaded(graph_dir, damage, caplog):
+    _compile()
+    damage(_entry(graph_dir))
+    metrics.reset()
+    with caplog.at_level(logging.WARNING, logger="stax.frontend.cache"):
+        assert_same(_compile(), _f(*ARGS))
+    m = metrics.snapshot()
+    assert m.graph_cache_corrupt == 1 and m.graph_cache_hits == 0 and m.phase_runs["lower"] == 1, m
+    assert m.graph_cache_stores == 1 and "is corrupt" in caplog.text
+    metrics.reset()
+    assert_same(_compile(), _f(*ARGS))  # the rebuilt entry is whole again
+    assert metrics.snapshot().graph_cache_hits == 1
+
+
+def test_gpu_option_change_misses(graph_dir, monkeypatch):
+    """A GpuConfig field, given as an option or through STAX_GPU_CONFIG, names another entry; the same
+    option again finds its own."""
+    _compile()
+    metrics.reset()
+    _compile(**{"gpu.xblock_cap": 4})
+    _compile(**{"gpu.hoist_loads": False})
+    monkeypatch.setenv("STAX_GPU_CONFIG", "operand_order=0")
+    assert_same(_compile(), _f(*ARGS))
+    monkeypatch.delenv("STAX_GPU_CONFIG")
+    m = metrics.snapshot()
+    assert m.graph_cache_misses == 3 and m.graph_cache_hits == 0, m
+    metrics.reset()
+    assert_same(_compile(**{"gpu.xblock_cap": 4}), _f(*ARGS))
+    assert metrics.snapshot().graph_cache_hits == 1
+
+
+def test_device_kind_and_triton_version_are_in_the_key(graph_dir, monkeypatch):
+    """An entry written for one device kind (or Triton) is not looked up for another."""
+    import stax.gpu
+
+    _compile()
+    real = stax.gpu.target_identity
+    monkeypatch.setattr(stax.gpu, "target_identity", lambda c: real(c).replace("triton", "triton 0.0 was"))
+    metrics.reset()
+    assert_same(_compile(), _f(*ARGS))
+    m = metrics.snapshot()
+    assert m.graph_cache_misses == 1 and m.graph_cache_hits == 0, m
+
+
+def test_cpu_and_gpu_entries_are_apart(graph_dir):
+    """The same function for stax.cpu is another entry: neither target ever loads the other's."""
+    if DEVICE != "cpu":
+        pytest.skip("CPU tensors go to stax.cpu only without a device override")
+    _compile()
+    torch._dynamo.reset()
+    metrics.reset()
+    assert_same(torch.compile(_f, backend="stax", dynamic=False)(*ARGS), _f(*ARGS))
+    m = metrics.snapshot()
+    assert m.graph_cache_misses == 1 and m.graph_cache_hits == 0 and m.graphs_gpu == 0, m
+    assert len(list(graph_dir.rglob("*.entry"))) == 2
+
+
+def test_unwritable_directory_works_uncached_with_one_warning(tmp_path, monkeypatch):
+    """A cache directory under a regular file: stax.gpu writes its modules to a private directory,
+    nothing is stored, one warning says both."""
+    (tmp_path / "file").write_text("in the way")
+    monkeypatch.setenv("STAX_CACHE_DIR", str(tmp_path / "file" / "cache"))
+    with config.patch(graph_cache=True), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert_same(_compile(), _f(*ARGS))
+        assert_same(_compile(**{"gpu.xblock_cap": 4}), _f(*ARGS))
+    mine = [w for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(mine) == 1 and issubclass(mine[0].category, StaxCacheWarning), [str(w.message) for w in mine]
+    assert "Triton modules are written to the private directory" in str(mine[0].message)
+    m = metrics.snapshot()
+    assert m.graph_cache_stores == 0 and m.graph_cache_misses == 2 and m.graphs_compiled == 2
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root writes through a chmod 0o500 directory")
+def test_read_only_directory_still_hits(graph_dir, recwarn):
+    _compile()
+    for d in [graph_dir, *graph_dir.iterdir()]:
+        d.chmod(0o500)
+    try:
+        metrics.reset()
+        assert_same(_compile(), _f(*ARGS))
+        assert metrics.snapshot().graph_cache_hits == 1
+        assert len([w for w in recwarn if issubclass(w.category, StaxCacheWarning)]) == 1
+    finally:
+        for d in [graph_dir, *graph_dir.iterdir()]:
+            d.chmod(0o700)
+
+
+def test_graphs_not_cached_say_why(graph_dir):
+    with config.patch(report=True, report_dir=str(graph_dir.parent / "report")):
+        _compile()
+    torch._dynamo.reset()
+    g = lambda x: x.exp() + 1  # noqa: E731
+    with _gpu():
+        for n in (5, 7):
+            x = torch.randn(n, 3, device=DEVICE)
+            assert_same(torch.compile(g, backend="stax", dynamic=True)(x), g(x))
+    m = metrics.snapshot()
+    assert m.graph_cache_skipped == {"config.debug / config.report need the IR": 1, "symbolic shapes": 1}, m
+    assert m.graph_cache_stores == 0 and not list(graph_dir.rglob("*.entry"))
+
+
+def test_module_reading_rng_state_loads_without_cuda_graphs(graph_dir, monkeypatch):
+    """A backward whose library call reads RNG state is built with cuda_graphs=False: its entry is loaded
+    so again (the forward keeps graphs on), and the results are eager's."""
+    if DEVICE != "cpu":
+        pytest.skip("the op is CPU-only: this runs the GPU route on CPU tensors, through Triton's interpreter")
+    import stax.gpu
+    from test_opaque_values import _step, f
+
+    x = torch.randn(6, 7)
+    with _gpu():
+        assert_same(_step(torch.compile(f, backend="stax"), x), _step(f, x))
+    assert metrics.snapshot().graph_cache_stores == 2
+    loaded, real = [], stax.gpu.load_artifact
+
+    def spy(artifact, *, config, **kw):
+        loaded.append(config.cuda_graphs)
+        return real(artifact, config=config, **kw)
+
+    monkeypatch.setattr(stax.gpu, "load_artifact", spy)
+    torch._dynamo.reset()
+    metrics.reset()
+    with _gpu():
+        assert_same(_step(torch.compile(f, backend="stax"), x), _step(f, x))
+    assert metrics.snapshot().graph_cache_hits == 2
+    assert loaded == [True, False]
