@@ -6,7 +6,8 @@ STAX_CACHE_DIR, STAX_GRAPH_CACHE_DIR). With ARRIVE_DIR, its first cache write wa
 have reached theirs (a file per worker in ARRIVE_DIR): each has looked its forward graph up and
 missed, so all of them write that key at once. The model has a forward and a backward
 graph, a constant tensor (get_attr), a matmul (extern) and a sort (an ATen fallback): every kind
-of entry content the cache stores.
+of entry content the cache stores. STAX_WORKER_TARGET=gpu (test_graph_cache_gpu.py): the graphs go to
+stax.gpu, on cuda when there is one, else CPU tensors through Triton's interpreter (TRITON_INTERPRET=1).
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ import time
 import torch
 from stax.frontend import config, metrics, register
 
+GPU = os.environ.get("STAX_WORKER_TARGET") == "gpu"
+DEVICE = "cuda" if GPU and torch.cuda.is_available() else "cpu"
+
 
 class Tiny(torch.nn.Module):
     def __init__(self):
@@ -26,7 +30,7 @@ class Tiny(torch.nn.Module):
         self.lin = torch.nn.Linear(8, 16)
 
     def forward(self, x):
-        h = torch.nn.functional.gelu(self.lin(x)) * torch.tensor([0.5, 2.0]).repeat(8)
+        h = torch.nn.functional.gelu(self.lin(x)) * torch.tensor([0.5, 2.0], device=x.device).repeat(8)
         return torch.sort(h, -1)[0].sum(-1) + h.softmax(-1).amax(-1)
 
 
@@ -51,15 +55,16 @@ def _meet_before_the_first_write(arrive_dir: str, n: int) -> None:
 def main() -> int:
     register()
     torch.manual_seed(0)
-    model = Tiny()
-    x = torch.randn(4, 8, requires_grad=True)
+    model = Tiny().to(DEVICE)
+    x = torch.randn(4, 8, requires_grad=True, device=DEVICE)
     ref = model(x)
     ref.sum().backward()
     ref_grad = model.lin.weight.grad.clone()
     model.lin.weight.grad = None
     if len(sys.argv) > 2:
         _meet_before_the_first_write(sys.argv[1], int(sys.argv[2]))
-    with config.patch(strict=True, graph_cache=True):
+    override = "gpu" if GPU and DEVICE == "cpu" else None
+    with config.patch(strict=True, graph_cache=True, device_override=override):
         out = torch.compile(model, backend="stax", dynamic=False)(x)
         out.sum().backward()
     m = metrics.snapshot()

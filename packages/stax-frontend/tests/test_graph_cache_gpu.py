@@ -32,77 +32,23 @@ pytestmark = pytest.mark.skipif(
     reason="needs stax.gpu: a GPU, or TRITON_INTERPRET=1 (CPU tensors through Triton's interpreter)",
 )
 
-# One process: compile Tiny on the GPU target with the graph cache on, check it against eager, print
-# what the backend did as one JSON line. argv: [ARRIVE_DIR N]: its first cache write waits until N
-# processes have reached theirs (each has missed the forward graph), so all write that key at once.
-WORKER = r"""
-import json, os, sys, time
-import torch
-from stax.frontend import config, metrics, register
-
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-
-
-class Tiny(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.lin = torch.nn.Linear(8, 16)
-
-    def forward(self, x):
-        h = torch.nn.functional.gelu(self.lin(x)) * torch.tensor([0.5, 2.0], device=x.device).repeat(8)
-        return torch.sort(h, -1)[0].sum(-1) + h.softmax(-1).amax(-1)
-
-
-if len(sys.argv) > 2:
-    from stax.frontend.graph_cache import GraphCache
-
-    arrive, n, real, met = sys.argv[1], int(sys.argv[2]), GraphCache.store, []
-
-    def store(self, entry):
-        if not met:
-            met.append(True)
-            open(os.path.join(arrive, str(os.getpid())), "w").close()
-            deadline = time.monotonic() + 120
-            while len(os.listdir(arrive)) < n and time.monotonic() < deadline:
-                time.sleep(0.002)
-        return real(self, entry)
-
-    GraphCache.store = store
-register()
-torch.manual_seed(0)
-model = Tiny().to(DEVICE)
-x = torch.randn(4, 8, requires_grad=True, device=DEVICE)
-ref = model(x)
-ref.sum().backward()
-ref_grad = model.lin.weight.grad.clone()
-model.lin.weight.grad = None
-with config.patch(strict=True, graph_cache=True, device_override="gpu" if DEVICE == "cpu" else None):
-    out = torch.compile(model, backend="stax", dynamic=False)(x)
-    out.sum().backward()
-m = metrics.snapshot()
-print(json.dumps({
-    "max_err": float((out - ref).detach().abs().max()),
-    "max_grad_err": float((model.lin.weight.grad - ref_grad).abs().max()),
-    "hits": m.graph_cache_hits, "misses": m.graph_cache_misses, "stores": m.graph_cache_stores,
-    "corrupt": m.graph_cache_corrupt, "skipped": dict(m.graph_cache_skipped),
-    "phase_runs": dict(m.phase_runs), "graphs": m.graphs_compiled, "fallbacks": dict(m.fallback_ops),
-    "kernels": m.kernels_generated,
-}))
-"""
+# One process (graph_cache_worker.py with STAX_WORKER_TARGET=gpu): compile Tiny on the GPU target with the
+# graph cache on, check it against eager, print what the backend did as one JSON line.
+WORKER = Path(__file__).with_name("graph_cache_worker.py")
 
 
 def _env(graph_dir: Path) -> dict:
     paths = [str(p) for p in sorted((ROOT / "packages").glob("*/src"))]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths + [os.environ.get("PYTHONPATH", "")]),
            "STAX_GRAPH_CACHE_DIR": str(graph_dir), "STAX_CACHE_DIR": str(graph_dir.parent / "stax"),
-           "OMP_NUM_THREADS": "1"}
+           "OMP_NUM_THREADS": "1", "STAX_WORKER_TARGET": "gpu"}
     if DEVICE == "cpu":
         env["TRITON_INTERPRET"] = "1"
     return env
 
 
 def _worker(graph_dir: Path, arrive: Path | None = None, n: int = 0) -> subprocess.Popen:
-    args = [sys.executable, "-c", WORKER] + ([str(arrive), str(n)] if arrive else [])
+    args = [sys.executable, str(WORKER)] + ([str(arrive), str(n)] if arrive else [])
     return subprocess.Popen(args, env=_env(graph_dir), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
