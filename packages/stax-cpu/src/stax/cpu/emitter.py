@@ -17,6 +17,7 @@ from . import cpp_ops as co
 from .accumulators import AccEmitter, Accumulator
 from .cpp_ops import vtype
 from .frame import KernelContext, Lines, LocalBuffer
+from .loop_pieces import Piece, loop_pieces
 from .loops import NodeLoops, c_var, linear_coeffs, loop_var, parallel_depth
 from .nests import Nest
 from .prefetch import PREFETCH_BYTES, computes_heavily
@@ -382,19 +383,19 @@ class KernelEmitter:
             def store(body, nl, name, is_vec):
                 body.store(nl, name, is_vec)
 
-            mark, pre = len(lines.out), Lines(lines.depth)
-            # nothing is hoisted when a value read from a node of this group is written inside the loop,
-            # or when the loop is one of several collapsed parallel loops (they must nest perfectly)
-            intra = any(_intra_reads(group)) or _hoist_point(lines.out, mark) is None
-            hoisted = None if intra else (pre, {}, ScalarBody(self.ctx, pre, {}))
-            self._block(lines, plan, head.sizes,
-                        lambda: self._vector_bodies(lines, group, plan, accs, store, hoisted),
-                        lambda: self.scalar_bodies(lines, group, accs),
-                        (lambda j: self._vector_bodies(lines, group, plan, sets[j], store, hoisted)) if copies > 1
-                        else None)
-            if hoisted is not None:  # loop-invariant scalars and their broadcasts, computed once
-                at = _hoist_point(lines.out, mark)
-                lines.out[at:at] = pre.out
+            pieces = None  # (not the loop an OpenMP pragma shares out: that must stay one loop)
+            if plan.dim not in self.bounds and self.kept_split is None and \
+                    _hoist_point(lines.out, len(lines.out)) == len(lines.out):
+                pieces = loop_pieces(group, plan, dict(self.ctx.graph.size_vars.value_ranges))
+            for piece in pieces or [Piece(0, 0, group, plan)]:
+                if pieces:
+                    lines(f"// x{plan.dim} in [{piece.lo}, {piece.hi}): bodies specialized there (loop_pieces.py)")
+                    self.bounds[plan.dim] = (str(piece.lo), str(piece.hi))
+                try:
+                    self._vector_piece(lines, piece.group, piece.plan, accs, sets, store)
+                finally:
+                    if pieces:
+                        del self.bounds[plan.dim]
             self.close_loops(stack_r, len(stack_r))
             for j in range(1, copies):  # independent accumulators of the unrolled loop, in order
                 for a, b in zip(accs, sets[j]):
@@ -440,6 +441,22 @@ class KernelEmitter:
         else:
             self._block(lines, plan, head.sizes, vfull, vtail)
         self.close_loops(stack, len(stack))
+
+    def _vector_piece(self, lines: Lines, group: list[NodeLoops], plan: VecPlan, accs, sets, store) -> None:
+        """The horizontal vector loop (or one piece of it): blocks of W lanes, their ragged end."""
+        mark, pre = len(lines.out), Lines(lines.depth)
+        # nothing is hoisted when a value read from a node of this group is written inside the loop,
+        # or when the loop is one of several collapsed parallel loops (they must nest perfectly)
+        intra = any(_intra_reads(group)) or _hoist_point(lines.out, mark) is None
+        hoisted = None if intra else (pre, {}, ScalarBody(self.ctx, pre, {}))
+        self._block(lines, plan, group[0].sizes,
+                    lambda: self._vector_bodies(lines, group, plan, accs, store, hoisted),
+                    lambda: self.scalar_bodies(lines, group, accs),
+                    (lambda j: self._vector_bodies(lines, group, plan, sets[j], store, hoisted)) if len(sets) > 1
+                    else None)
+        if hoisted is not None:  # loop-invariant scalars and their broadcasts, computed once
+            at = _hoist_point(lines.out, mark)
+            lines.out[at:at] = pre.out
 
     def _overlaps(self, plan: VecPlan, sizes) -> bool:
         """The ragged end of a vertical reduction as one more full block ending at the loop's end (its

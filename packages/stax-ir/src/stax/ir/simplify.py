@@ -261,10 +261,13 @@ class _Simplifier:
         rs = [self.range(a) for a in args]
         keep = []
         for k, (a, r) in enumerate(zip(args, rs)):
+            # a is dropped when another argument is never beyond it (of two equal points, the first stays)
             if fn is sympy.Min:
-                dominated = any(o.hi <= r.lo and (o.hi < r.lo or j < k) for j, o in enumerate(rs) if j != k)
+                dominated = any(o.hi <= r.lo and (o.hi < r.lo or r.hi > o.lo or j < k)
+                                for j, o in enumerate(rs) if j != k)
             else:
-                dominated = any(o.lo >= r.hi and (o.lo > r.hi or j < k) for j, o in enumerate(rs) if j != k)
+                dominated = any(o.lo >= r.hi and (o.lo > r.hi or r.lo < o.hi or j < k)
+                                for j, o in enumerate(rs) if j != k)
             if not dominated:
                 keep.append(a)
         return keep[0] if len(keep) == 1 else fn(*keep)
