@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .output import geomean
 
-PHASE_ORDER = ("aot", "cache", "lower", "schedule", "codegen", "cxx", "autotune", "gpu", "load", "first_run")
+PHASE_ORDER = ("aot", "cache", "lower", "schedule", "codegen", "cxx", "load", "first_run")
 
 
 def _s(x) -> str:

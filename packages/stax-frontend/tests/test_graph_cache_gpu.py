@@ -163,6 +163,31 @@ def test_corrupt_entry_is_rebuilt_never_loaded(graph_dir, damage, caplog):
     assert metrics.snapshot().graph_cache_hits == 1
 
 
+def test_autotuning_choices_are_stored_after_the_first_call(graph_dir, monkeypatch):
+    """The entry is written before the first call and again after it with the launch configs chosen there
+    (stax.gpu.with_choices, here choosing each kernel's first candidate: the interpreter does not tune); a
+    hit loads those choices and stores nothing."""
+    import dataclasses
+
+    import stax.gpu
+    from stax.frontend.graph_cache import GraphCache
+
+    def chosen(artifact, module):
+        return dataclasses.replace(artifact, kernels=tuple(
+            dataclasses.replace(k, choices=(("", k.candidates[0]),)) for k in artifact.kernels))
+
+    monkeypatch.setattr(stax.gpu, "with_choices", chosen)
+    assert_same(_compile(), _f(*ARGS))
+    assert metrics.snapshot().graph_cache_stores == 2
+    path = _entry(graph_dir)
+    entry = GraphCache(graph_dir, None).load(path.stem)
+    assert entry.artifact.artifact.kernels and all(k.choices for k in entry.artifact.artifact.kernels)
+    metrics.reset()
+    assert_same(_compile(), _f(*ARGS))
+    m = metrics.snapshot()
+    assert m.graph_cache_hits == 1 and m.graph_cache_stores == 0 and m.graphs_gpu == 1, m
+
+
 def test_gpu_option_change_misses(graph_dir, monkeypatch):
     """A GpuConfig field, given as an option or through STAX_GPU_CONFIG, names another entry; the same
     option again finds its own."""

@@ -91,8 +91,10 @@ def _compile_graph(gm, example_inputs, kind: str, cfg: Config, input_strides, cl
             else:
                 clock.cache = "hit"
                 compiled = _finish(spec, extras, module, device, variant, input_strides, clock,
-                                   whole_graph.entry_counts(found.entry))
-                metrics.record(graphs_compiled=1, compile_time_s=time.perf_counter() - t0)
+                                   whole_graph.entry_counts(found.entry),
+                                   after_first=_choices_stored(found, module, target))
+                metrics.record(graphs_compiled=1, graphs_gpu=int(target == GPU and found.entry.artifact is not None),
+                               compile_time_s=time.perf_counter() - t0)
                 return compiled
         cse(gm)
         with clock.phase("lower"):
@@ -112,7 +114,8 @@ def _compile_graph(gm, example_inputs, kind: str, cfg: Config, input_strides, cl
         clock.ident = clock.ident or lowered.graph.content_hash()[:12]
         compiled = _finish(from_lowered(lowered), extra_values(None, lowered, gm, device), built.module, device,
                            variant, input_strides, clock, counts,
-                           eager_callable(gm) if lowered.graph.size_vars else None)
+                           eager_callable(gm) if lowered.graph.size_vars else None,
+                           after_first=_choices_stored(found, built.module, target))
     except Exception as e:  # noqa: BLE001 - never crash where eager works
         module = built.module if built is not None else None
         if cfg.debug:
@@ -135,10 +138,19 @@ def _compile_graph(gm, example_inputs, kind: str, cfg: Config, input_strides, cl
     return compiled
 
 
-def _finish(spec, extras, module, device, variant, input_strides, clock: PhaseClock, counts: dict, eager=None):
+def _choices_stored(found, module, target: str):
+    """What a GPU graph's first call is followed by: its cache entry stored with the autotuning choices."""
+    if target != GPU:
+        return None
+    return lambda: whole_graph.store_choices(found, module)
+
+
+def _finish(spec, extras, module, device, variant, input_strides, clock: PhaseClock, counts: dict, eager=None,
+            after_first=None):
     """The boxed callable of a compiled (or loaded) graph; its metrics; the output strides reported to
     AOTAutograd (forward graphs); the phase line once its first call has run. `eager`: the graph run
-    eagerly (symbolic shapes: for a call whose sizes break an assumption of the compiled code)."""
+    eagerly (symbolic shapes: for a call whose sizes break an assumption of the compiled code). `after_first`:
+    run once after the first call (a GPU graph's cache entry takes the autotuning choices made in it)."""
     metrics.record(**counts)
     kernels = counts["kernels_generated"]
 
@@ -147,6 +159,8 @@ def _finish(spec, extras, module, device, variant, input_strides, clock: PhaseCl
         times = clock.record(kernels)
         metrics.record(graph_times=[times], phase_s=dict(times.phases), phase_runs={p: 1 for p, _ in times.phases})
         phase_log.info("stax: %s", times.line())
+        if after_first is not None:
+            after_first()
 
     compiled = CompiledGraph(spec, extras, module, device, respecialize=lambda strides: variant(input_strides=strides),
                              on_first_call=first_call_done, eager=eager)

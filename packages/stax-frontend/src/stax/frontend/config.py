@@ -102,7 +102,7 @@ class Config:
       overrides of stax.gpu's GpuConfig (an optional package: given as field/value pairs);
       `torch.compile(..., options={"cpu.isa": "avx2", "scheduler.max_fusion_nodes": 64})` sets
       them (with_options).
-    graph_cache: look compiled CPU graphs up in, and store them to, the whole-graph cache under
+    graph_cache: look compiled graphs (stax.cpu's and stax.gpu's) up in, and store them to, the whole-graph cache under
       $STAX_CACHE_DIR/graphs (graph_cache.py): a second process compiling the same graph loads it
       without lowering, scheduling or generating code; env STAX_GRAPH_CACHE=0 turns it off.
     graph_cache_dir: where its entries go (env STAX_GRAPH_CACHE_DIR); None: <$STAX_CACHE_DIR>/graphs.

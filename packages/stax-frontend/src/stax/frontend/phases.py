@@ -2,10 +2,11 @@
 
 Phases the backend sees (dynamo runs before it): `aot` (AOTAutograd tracing and partitioning
 before this graph reached Stax), `cache` (whole-graph cache: key, lookup, load or store), `lower`,
-`schedule`, `codegen` (C++ / Triton source), `cxx` (g++ or Triton builds, cache hits included),
-`autotune`, `gpu` (stax.gpu's compile_schedule: Triton codegen, compile and autotuning, not yet
-split), `load` (dlopen, wrapper exec), `first_run`. The line goes to `stax.frontend.compile`
-(`STAX_LOG=compile`) after the graph's first call; the record goes to `metrics.graph_times`.
+`schedule`, `codegen` (C++ source, or stax.gpu's generate_artifact: Triton source), `cxx` (g++ builds,
+stax.cpu's .so cache hits included), `load` (dlopen and wrapper exec, or stax.gpu's load_artifact),
+`first_run` (the first call: on the GPU target Triton's compiles and the autotuner's races happen
+there). The line goes to `stax.frontend.compile` (`STAX_LOG=compile`) after the graph's first call;
+the record goes to `metrics.graph_times`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 
 log = logging.getLogger("stax.frontend.compile")
 
-PHASES = ("aot", "cache", "lower", "schedule", "codegen", "cxx", "autotune", "gpu", "load", "first_run")
+PHASES = ("aot", "cache", "lower", "schedule", "codegen", "cxx", "load", "first_run")
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ library; a GPU module is imported from its stored source with the GpuConfig it w
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import metrics
@@ -36,6 +36,7 @@ class Lookup:
     key: str | None = None
     env: object = None  # stax.cpu.BuildEnv the key was computed with (None: a GPU graph)
     entry: GraphEntry | None = None
+    stored: GraphEntry | None = None  # what this compile wrote, or the entry it loaded (store_choices)
 
 
 def _skip(reason: str) -> Lookup:
@@ -109,6 +110,7 @@ def load(found: Lookup, gm, device, cfg: Config, clock: PhaseClock) -> tuple[Cal
     else:
         module = load_cpu(entry.artifact, found.env, kernel_table_of(entry.externs), cpu_config(cfg), clock)
     metrics.record(graph_cache_hits=1)
+    found.stored = entry  # (an entry stored before autotuning: its choices are added after the first call)
     return spec, extras, module
 
 
@@ -160,8 +162,32 @@ def store(found: Lookup, lowered, built: Built, counts: dict, clock: PhaseClock)
             return f"{found.status} (not stored: {e})"
     if not stored:
         return f"{found.status} (read-only: not stored)"
+    found.stored = entry
     metrics.record(graph_cache_stores=1)
     return f"{found.status} (stored)"
+
+
+def store_choices(found: Lookup, module) -> None:
+    """After a GPU graph's first call: its entry written again with the launch configs the autotuner chose
+    then (stax.gpu.with_choices), so that a hit launches them without tuning again. The entry is stored
+    before that call (a process that dies in it still leaves one); nothing when no choice is new."""
+    entry = found.stored
+    if entry is None or found.cache is None or not isinstance(entry.artifact, GpuBuild):
+        return
+    import stax.gpu
+
+    try:
+        artifact = stax.gpu.with_choices(entry.artifact.artifact, module)
+        if artifact == entry.artifact.artifact:
+            return
+        entry = replace(entry, artifact=replace(entry.artifact, artifact=artifact))
+        if found.cache.store(entry):
+            found.stored = entry
+            metrics.record(graph_cache_stores=1)
+            log.info("stax: whole-graph cache entry %s stored again with its autotuning choices", found.key[:12])
+    except Exception as e:  # noqa: BLE001 - the call itself is done and right: only the entry stays as it was
+        log.warning("stax: could not store the autotuning choices of cache entry %s (%s: %s)", found.key[:12],
+                    type(e).__name__, e)
 
 
 def entry_counts(entry: GraphEntry) -> dict:

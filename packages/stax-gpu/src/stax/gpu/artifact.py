@@ -84,12 +84,16 @@ def device_name(config) -> str:
 
 def with_choices(artifact: GpuArtifact, compiled) -> GpuArtifact:
     """`artifact` with the launch configs `compiled` (its loaded module, after a call) has chosen:
-    a module loaded from the result launches them without asking the autotuner."""
+    a module loaded from the result launches them without asking the autotuner. A kernel with one
+    candidate has no choice to keep (its artifact stays as it is)."""
     from .compile import generated_module
 
     module = generated_module(compiled)
     kernels = []
     for k in artifact.kernels:
+        if len(k.candidates) < 2:
+            kernels.append(k)
+            continue
         launcher = getattr(module, f"launch_{k.index}")
         chosen = dict(getattr(launcher, "choices", None) or {})  # SizedLauncher: per bucket
         if not chosen and launcher.choice is not None:
