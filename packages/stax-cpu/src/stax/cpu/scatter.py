@@ -1,12 +1,17 @@
 """Schedule 'scatter' Kernel -> one C++ function in two passes (stax.ir Scatter).
 
 Pass 1 writes `init` over the output (parallel over its outer loops). Pass 2 walks the
-scatter points: 'add' of float32/float64/integers runs in parallel with `omp atomic`
-adds (float sums then depend on the thread interleaving, as any parallel sum); half
-types and bool add serially, each sum computed in float (or as `or`) and rounded on
-store like eager's CPU loop; 'set' runs serially so the last point in row-major order
-wins. Indirect index values and coordinates that are not provably in range go through
-`stax::check_index` (error code 2, an IndexError in the wrapper), like indirect loads.
+scatter points. Where one output coordinate is an injective function of one scatter loop alone
+(an embedding's backward: the column of the weight gradient is the column of the gradient row),
+each thread owns a range of that loop and walks every other loop in row-major order: no two
+threads write one element, so any mode and dtype runs in parallel without atomics and every
+element sees its points in the serial order (the result is the serial one, bit for bit). Else
+'add' of float32/float64/integers runs in parallel with `omp atomic` adds (float sums then depend
+on the thread interleaving, as any parallel sum); half types and bool add serially, each sum
+computed in float (or as `or`) and rounded on store like eager's CPU loop; 'set' runs serially
+so the last point in row-major order wins. Indirect index values and coordinates that are not
+provably in range go through `stax::check_index` (error code 2, an IndexError in the wrapper), like
+indirect loads.
 Symbolic sizes (dynamic shapes): loops run to the size arguments, every index is checked (no proof
 is attempted over symbolic bounds) and the parallel depth is taken at the size hints.
 """
@@ -24,6 +29,7 @@ from . import cpp_ops as co
 from .frame import KernelContext, KernelSource, Lines, signature
 from .loops import NodeLoops, c_var, loop_var, parallel_depth
 from .scalar_body import ScalarBody
+from .split_kept import thread_range
 
 
 def _loops(node, sizes, vars_) -> NodeLoops:
@@ -34,14 +40,17 @@ def _loops(node, sizes, vars_) -> NodeLoops:
     return NodeLoops(node, [sizes[k] for k in keep], 0, [rewrite])
 
 
-def _open(lines: Lines, nl: NodeLoops, depth: int, threads: int, pragma: str = "") -> list:
-    """The nest of `nl`, the outer `depth` loops parallel; returns the open blocks to close."""
+def _open(lines: Lines, nl: NodeLoops, depth: int, threads: int, pragma: str = "", bounds: dict | None = None
+          ) -> list:
+    """The nest of `nl`, the outer `depth` loops parallel; returns the open blocks to close.
+    `bounds`: {loop: (lo, hi)} for loops that run over part of their range (a thread's share)."""
     stack = []
     if depth:
         collapse = f" collapse({depth})" if depth > 1 else ""
         lines(f"#pragma omp parallel for{collapse} num_threads({threads}){pragma}")
     for k, n in enumerate(nl.sizes):
-        cm = lines.block(f"for (int64_t x{k} = 0; x{k} < {to_c(n)}; x{k} += 1)")
+        lo, hi = (bounds or {}).get(k, ("0", to_c(n)))
+        cm = lines.block(f"for (int64_t x{k} = {lo}; x{k} < {hi}; x{k} += 1)")
         cm.__enter__()
         stack.append(cm)
     return stack
@@ -56,6 +65,26 @@ def _atomic_add(body: Scatter) -> bool:
     """Whether pass 2 may run in parallel: `omp atomic` needs the storage type to be the sum's type."""
     d = body.dtype
     return body.mode == "add" and not co.is_half(d) and not d.is_bool
+
+
+def owned_loop(body: Scatter, nl: NodeLoops, threads: int) -> int | None:
+    """A scatter loop k whose points go to disjoint output elements for disjoint ranges of k: some
+    output coordinate is c*x_k + d (c != 0) and reads nothing else. Threads owning ranges of x_k then
+    never write one element. The longest such loop with at least `threads` iterations; else None."""
+    found = []
+    for e in body.index:
+        e = sympy.expand(nl.index(e))
+        syms = e.free_symbols
+        if len(syms) != 1:
+            continue
+        (x,) = syms
+        k = next((k for k in range(len(nl.sizes)) if loop_var(k) == x), None)
+        c = e.coeff(x)
+        if k is not None and c.is_Integer and c != 0 and sympy.expand(e - c * x).is_Integer:
+            n = nl.sizes[k]
+            if not isinstance(n, int) or n >= threads:
+                found.append((n if isinstance(n, int) else 1 << 62, k))
+    return max(found)[1] if found else None
 
 
 def _size(s):
@@ -93,11 +122,22 @@ def _scatter_pass(ctx: KernelContext, lines: Lines, node, threads: int, min_chun
     nl = _loops(node, ssizes, rvars)
     if nl.total() == 0:
         return
-    parallel = _atomic_add(body)
-    depth = _depth(ctx, nl, threads, min_chunk) if parallel else 0
-    how = "parallel atomic adds" if depth else "serial"
+    work = _depth(ctx, nl, threads, min_chunk) > 0  # enough points to share (Algorithm 8.1's test)
+    owned = owned_loop(body, nl, threads) if work and threads > 1 else None
+    depth = 1 if owned is not None else (_depth(ctx, nl, threads, min_chunk) if _atomic_add(body) else 0)
+    how = (f"parallel, each thread owning a range of loop x{owned}" if owned is not None else
+           "parallel atomic adds" if depth else "serial")
     lines(f"// {node.name}: scatter pass 2 ({body.mode}, {how}) over {nl.sizes}")
-    stack = _open(lines, nl, depth, threads)
+    if owned is not None:
+        lines(f"#pragma omp parallel num_threads({threads})")
+        region = lines.block("")
+        region.__enter__()
+        t = ctx.tmp("own")
+        step = max(1, 64 // body.dtype.itemsize)  # ranges of whole cache lines: no false sharing
+        thread_range(lines, t, to_c(nl.sizes[owned]), step)
+        stack = [region, *_open(lines, nl, 0, threads, bounds={owned: (f"{t}_lo", f"{t}_hi")})]
+    else:
+        stack = _open(lines, nl, depth, threads)
     sb = ScalarBody(ctx, lines, {})
     ranges = dict(zip(rvars, ssizes))
     subs = {}
@@ -133,7 +173,7 @@ def _scatter_pass(ctx: KernelContext, lines: Lines, node, threads: int, min_chun
     elif co.is_half(d):  # the sum in float, rounded to the half type when stored
         lines(f"{ref} = {co.store_expr(d, f'({co.load_expr(d, ref)} + {value})')};")
     else:
-        if depth:
+        if depth and owned is None:
             lines("#pragma omp atomic")
         lines(f"{ref} += {value};")
     _close(stack)
