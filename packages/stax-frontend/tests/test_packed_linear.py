@@ -43,6 +43,31 @@ def test_linears_run_on_packed_weights_with_their_activation():
     assert snap.kernels_generated == 1  # only c(y) + x: gelu and relu run in the GEMMs
 
 
+def test_dynamic_shapes_pack_each_weight_once(monkeypatch):
+    """dynamic=True: the symbolic graph runs its linear layers on packed weights too, packed once at
+    the first call and reused at every other row count (a repack per size would cost a weight copy
+    per call); results equal eager at each size, also after a weight changes."""
+    import stax.frontend.packed_linear as pl
+
+    builds = []
+    build = pl._build
+    monkeypatch.setattr(pl, "_build", lambda a: builds.append(a[0].shape[0]) or build(a))
+    m, _ = _mlp()
+    f = no_grad_call(m)
+    compiled = torch.compile(f, backend="stax", dynamic=True)
+    for n in (3, 5, 11, 4):
+        x = torch.randn(2, n, 16)
+        assert_same(compiled(x), f(x), rtol=1e-4, atol=1e-5)
+    snap = metrics.snapshot()
+    assert snap.graphs_compiled == 1 and snap.graphs_failed == 0 and snap.extern_ops[PACKED] == 4, snap
+    assert builds == [6] * 4  # the four weights, each once, at the first call's 2 x 3 rows
+    with torch.no_grad():
+        m.a.weight.mul_(-1.5)
+    x = torch.randn(2, 7, 16)
+    assert_same(compiled(x), f(x), rtol=1e-4, atol=1e-5)
+    assert len(builds) == 5
+
+
 def test_cached_weights_follow_in_place_writes():
     m, x = _mlp()
     f = no_grad_call(m)

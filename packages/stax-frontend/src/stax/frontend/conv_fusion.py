@@ -84,10 +84,11 @@ def symbolic(graph: torch.fx.Graph) -> bool:
     return False
 
 
-def rewrite_all(gm: torch.fx.GraphModule, match, rewrite, what: str) -> int:
+def rewrite_all(gm: torch.fx.GraphModule, match, rewrite, what: str, symbolic_ok: bool = False) -> int:
     """rewrite(graph, *parts) for every node where match(node) gives parts; dead nodes removed after.
-    Static shapes only (packing keys on the batch size; not done under dynamic shapes yet)."""
-    if symbolic(gm.graph):
+    Static shapes only unless `symbolic_ok` (a packed convolution keys on the input's size; a packed
+    linear weight serves any row count)."""
+    if symbolic(gm.graph) and not symbolic_ok:
         return 0
     done = 0
     for n in list(gm.graph.nodes):

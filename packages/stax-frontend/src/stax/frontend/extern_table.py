@@ -20,9 +20,9 @@ PACKED = {**CONV, **LINEAR}  # kernel name -> factory of a fresh PackedKernel
 def kernel_table_of(kinds, size_names: tuple = ()) -> dict[str, Callable]:
     """{kernel name: callable} from extern_kinds' pairs (a whole-graph cache load has no graph);
     `size_names`: a symbolic-shape graph's size symbols (row order), which its calls pass as `sizes=`
-    (packed-weight ops occur in static graphs only: conv_fusion.symbolic)."""
+    (packed linear layers occur in symbolic graphs too; packed convolutions in static ones only)."""
     getitem = functools.partial(getitem_kernel, size_names=size_names) if size_names else getitem_kernel
-    return {kernel: getitem if kernel == GETITEM else PACKED[kernel]() if kernel in PACKED
+    return {kernel: getitem if kernel == GETITEM else PACKED[kernel](size_names) if kernel in PACKED
             else aten_kernel(kernel, fresh=not fallback, size_names=size_names) for kernel, fallback in kinds}
 
 

@@ -22,7 +22,7 @@ def fuse_linears(gm: torch.fx.GraphModule, mutated=()) -> int:
     if not packed_linear.available():
         return 0
     frozen = frozen_inputs(gm.graph, mutated)
-    return rewrite_all(gm, lambda n: _linear(n, frozen), _rewrite, "linear layers")
+    return rewrite_all(gm, lambda n: _linear(n, frozen), _rewrite, "linear layers", symbolic_ok=True)
 
 
 def _val(n):

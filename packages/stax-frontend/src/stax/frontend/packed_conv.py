@@ -137,4 +137,4 @@ def _run(a, state):
     return _convolve(x, state[0], state[1], other, stride, padding, dilation, groups, unary)
 
 
-KERNELS = {KERNEL: lambda: PackedKernel("stax_packed_conv2d", _sources, _build, _run)}
+KERNELS = {KERNEL: lambda size_names=(): PackedKernel("stax_packed_conv2d", _sources, _build, _run, size_names)}

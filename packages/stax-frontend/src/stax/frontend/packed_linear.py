@@ -1,6 +1,6 @@
 """`stax::packed_linear`: a CPU inference linear layer (addmm / mm by a transposed weight that is
-a graph input) on a oneDNN weight packed once for the call's row count, with a ReLU or GELU as
-a post-op. Eager and Inductor without freezing hand the plain weight to the GEMM on every call
+a graph input) on a oneDNN weight packed once (for the first call's row count: the packed weight
+serves any row count, so a dynamic-shape graph packs once too), with a ReLU or GELU as a post-op. Eager and Inductor without freezing hand the plain weight to the GEMM on every call
 (2 threads, 128 x 256 by an 8192-wide head: 4.9 ms as addmm, 2.6 ms packed). The packed weight
 follows the tensor it came from (packed_weights.py); linear_fusion.py builds the calls.
 """
@@ -38,7 +38,7 @@ OPS = () if OP is None else (OP.overloadpacket,)  # (as lowering/extern.EXTERN_O
 
 def _sources(a):
     x, w, bias = a[:3]
-    return (w, bias), x.shape[0]
+    return (w, bias), None  # (not the row count: oneDNN runs any row count on the packed weight)
 
 
 def _build(a):
@@ -52,4 +52,4 @@ def _run(a, packed):
     return torch.ops.mkldnn._linear_pointwise(x, packed, bias, attr, [], UNARY[unary])
 
 
-KERNELS = {KERNEL: lambda: PackedKernel("stax_packed_linear", _sources, _build, _run)}
+KERNELS = {KERNEL: lambda size_names=(): PackedKernel("stax_packed_linear", _sources, _build, _run, size_names)}

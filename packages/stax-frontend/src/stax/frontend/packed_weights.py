@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import torch
 
-from .aten_runtime import _CallPlan, _conform
+from .aten_runtime import _CallPlan, _conform, _SizedPlans
 
 log = logging.getLogger("stax.frontend")
 
@@ -44,25 +44,31 @@ class PackedKernel:
     (and a shape key) the packed state depends on; `build(args)`: the state; `run(args, state)`:
     the result. `args` are the op's decoded arguments in schema order."""
 
-    def __init__(self, name: str, sources: Callable, build: Callable, run: Callable):
+    def __init__(self, name: str, sources: Callable, build: Callable, run: Callable, size_names: tuple = ()):
         self.__name__, self.sources, self.build, self.run = name, sources, build, run
+        self.size_names = size_names  # a symbolic-shape graph's size symbols: its calls pass `sizes=`
 
     def bind(self, args=(), kwargs=(), views=(), out=False) -> Callable:
         plan = None
+        plans_of = _SizedPlans(self.size_names)
         cache: dict = {}
         sources, build, run = self.sources, self.build, self.run
 
-        def bound(*bufs):
+        def bound(*bufs, sizes=None):
             nonlocal plan
-            if plan is None:  # (at the first call, as aten_kernel's: which views are the buffer itself)
-                plan = _CallPlan(bufs, args, kwargs, views, out)
-            a = plan.args(plan.tensors(bufs))
+            if sizes is not None:  # (constants bound at this call's sizes, once per size seen)
+                p, o = plans_of.get(sizes, bufs, (args, kwargs, views, out))
+            else:
+                if plan is None:  # (at the first call, as aten_kernel's: which views are the buffer itself)
+                    plan = _CallPlan(bufs, args, kwargs, views, out)
+                p, o = plan, out
+            a = p.args(p.tensors(bufs))
             tensors, key = sources(a)
             now = (stamp(tensors), key)
             if cache.get("stamp") != now:
                 cache.update(stamp=now, keep=tensors, state=build(a))
             y = run(a, cache["state"])
-            return _conform(y, out, bufs, True) if isinstance(out, tuple) else y
+            return _conform(y, o, bufs, True) if isinstance(o, tuple) else y
 
         bound.__name__ = self.__name__
         return bound
