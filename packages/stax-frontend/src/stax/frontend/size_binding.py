@@ -84,6 +84,7 @@ class BoundSizes:
         self._layouts = [(k, compile_exprs(b.names, p[1]), compile_exprs(b.names, p[2]), dtypes[k])
                          for k, p in enumerate(b.placeholders) if p[0] == "tensor"]
         self._n = len(b.placeholders)
+        self._expected: dict = {}  # sizes -> expected(sizes): a serving loop sees few sizes, each many times
 
     def bind(self, args: list) -> tuple:
         sizes = []
@@ -106,9 +107,18 @@ class BoundSizes:
                 raise SizeMismatch(f"stax: input {k} = {args[k]} but the graph was compiled for {expr} = {want}")
         return sizes
 
+    EXPECTED_LIMIT = 64  # sizes remembered (then forgotten all at once: a bounded memo)
+
     def expected(self, sizes: tuple) -> list:
-        """Per placeholder: (sizes, strides, torch dtype) at these sizes, None for a SymInt argument."""
-        out: list = [None] * self._n
+        """Per placeholder: (sizes, strides, torch dtype) at these sizes, None for a SymInt argument
+        (computed once per sizes seen: two calls of every placeholder's size functions otherwise)."""
+        out = self._expected.get(sizes)
+        if out is not None:
+            return out
+        if len(self._expected) >= self.EXPECTED_LIMIT:
+            self._expected.clear()
+        out = [None] * self._n
         for k, fs, fst, dtype in self._layouts:
             out[k] = (fs(sizes), fst(sizes), dtype)
+        self._expected[sizes] = out
         return out
