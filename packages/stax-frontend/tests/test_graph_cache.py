@@ -149,6 +149,53 @@ def test_hit_in_a_fresh_compile_equals_eager(graph_dir):
     assert m.graph_cache_hits == 1 and "lower" not in m.phase_runs and m.extern_ops == {"mm.default": 1}
 
 
+def _g(x, w, n: int):
+    """Symbolic sizes everywhere under dynamic=True: rows, a SymInt argument, a view by a size product."""
+    y = torch.relu(x @ w).softmax(-1) * x.shape[0]
+    return y.reshape(-1)[: n * w.shape[1]].reshape(n, -1) + 1.0
+
+
+def _compile_dynamic(rows_and_n, **patch):
+    """A fresh dynamic=True compile of _g, called at each (rows, n); returns the compiled results and eager's."""
+    torch._dynamo.reset()
+    w = torch.randn(16, 12, generator=torch.Generator().manual_seed(0))
+    g = torch.compile(_g, backend="stax", dynamic=True)
+    got, want = [], []
+    for rows, n in rows_and_n:
+        x = torch.randn(rows, 16, generator=torch.Generator().manual_seed(rows))
+        got.append(g(x, w, n))
+        want.append(_g(x, w, n))
+    return got, want
+
+
+def test_symbolic_graph_hits_with_its_sizes_and_assumptions(graph_dir):
+    """A symbolic-shape graph is stored (its size expressions as plain data) and a fresh compile loads it:
+    no lowering, the same results at sizes neither compile saw."""
+    for got, want in zip(*_compile_dynamic([(8, 3), (6, 2)])):
+        assert_same(got, want)
+    m = metrics.snapshot()
+    assert m.graphs_compiled == 1 and m.graphs_failed == 0 and m.graph_cache_stores == 1, m
+    metrics.reset()
+    for got, want in zip(*_compile_dynamic([(8, 3), (11, 5), (29, 7)])):
+        assert_same(got, want)
+    m = metrics.snapshot()
+    assert m.graphs_compiled == 1 and m.graph_cache_hits == 1 and "lower" not in m.phase_runs, m
+
+
+def test_symbolic_ranges_are_in_the_key(graph_dir):
+    """The same program with a size range the guards narrowed (another ShapeEnv fact) is another entry."""
+    _compile_dynamic([(8, 3), (6, 2)])
+    metrics.reset()
+    torch._dynamo.reset()
+    w = torch.randn(16, 12)
+    x = torch.randn(8, 16)
+    torch._dynamo.mark_dynamic(x, 0, min=4, max=64)
+    g = torch.compile(_g, backend="stax")
+    assert_same(g(x, w, 3), _g(x, w, 3))
+    m = metrics.snapshot()
+    assert m.graph_cache_hits == 0 and m.graph_cache_misses == 1, m
+
+
 def _entry(graph_dir: Path) -> Path:
     (path,) = graph_dir.rglob("*.entry")
     return path

@@ -92,6 +92,7 @@ def _compile_graph(gm, example_inputs, kind: str, cfg: Config, input_strides, cl
                 clock.cache = "hit"
                 compiled = _finish(spec, extras, module, device, variant, input_strides, clock,
                                    whole_graph.entry_counts(found.entry),
+                                   eager_callable(gm) if spec.size_binding is not None else None,
                                    after_first=_choices_stored(found, module, target))
                 metrics.record(graphs_compiled=1, graphs_gpu=int(target == GPU and found.entry.artifact is not None),
                                compile_time_s=time.perf_counter() - t0)

@@ -24,7 +24,7 @@ import torch
 
 from .config import Config
 
-FORMAT = "stax-graph-cache-v1"
+FORMAT = "stax-graph-cache-v2"  # v2: symbolic sizes in the key (v1 entries are never read)
 PACKAGES = ("stax.ir", "stax.sched", "stax.cpu", "stax.frontend")
 GPU_PACKAGES = PACKAGES + ("stax.gpu",)
 
@@ -53,22 +53,39 @@ def config_text(cfg: Config) -> str:
                                     graph_cache_dir=None))
 
 
-def _value_meta(v) -> str:
-    if isinstance(v, torch.Tensor) and any(isinstance(x, torch.SymInt)
-                                           for x in (*v.shape, *v.stride(), v.storage_offset())):
-        # symbolic shapes are not cached: a key would need the ShapeEnv's symbols, their ranges and the
-        # guards behind them, and a wrong reuse would run code compiled for other assumptions
-        raise Uncacheable("symbolic shapes")
+def _value_meta(v, symbols: dict) -> str:
+    """`v`'s metadata as text; a SymInt as its expression (after the guards' replacements), its symbols'
+    facts collected in `symbols` (name -> text) for the key's end."""
+    if isinstance(v, torch.SymInt):
+        return _sym_text(v, symbols)
     if isinstance(v, torch.Tensor):
-        return (f"T({v.dtype},{v.device},{tuple(v.shape)},{tuple(v.stride())},{v.storage_offset()},"
-                f"{v.requires_grad},{v.is_contiguous(memory_format=torch.channels_last) if v.dim() == 4 else ''})")
+        def dims(xs):
+            return "(" + ",".join(_value_meta(x, symbols) for x in xs) + ")"
+        channels_last = v.is_contiguous(memory_format=torch.channels_last) if v.dim() == 4 else ""
+        return (f"T({v.dtype},{v.device},{dims(v.shape)},{dims(v.stride())},"
+                f"{_value_meta(v.storage_offset(), symbols)},{v.requires_grad},{channels_last})")
     if isinstance(v, (list, tuple)):
-        return "(" + ",".join(_value_meta(x) for x in v) + ")"
+        return "(" + ",".join(_value_meta(x, symbols) for x in v) + ")"
     if v is None or isinstance(v, (bool, int, float, str)):
         return repr(v)
-    if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-        raise Uncacheable("symbolic shapes" if isinstance(v, torch.SymInt) else "symbolic values")
+    if isinstance(v, (torch.SymFloat, torch.SymBool)):
+        raise Uncacheable("symbolic values")
     return type(v).__name__
+
+
+def _sym_text(x: torch.SymInt, symbols: dict) -> str:
+    """A symbolic size in the key: its expression over the ShapeEnv's symbols, each of which the key ends
+    with: its range and what it is known a multiple of, the facts the compiled code is correct under
+    (symbolic.Symbols reads the same). Not the example value: decisions taken at it (fusion scores,
+    parallel depth) hold at every size of the range, so a process whose first sizes differ still hits."""
+    from .symbolic import _multiple_of
+
+    env = x.node.shape_env
+    e = env.replace(x.node.expr)
+    for s in sorted(e.free_symbols, key=str):
+        vr = env.var_to_range.get(s)
+        symbols[str(s)] = f"[{vr.lower if vr else '?'}, {vr.upper if vr else '?'}] multiple of {_multiple_of(s, env)}"
+    return f"S({e})"
 
 
 def _constant_bytes(value: torch.Tensor) -> bytes:
@@ -118,15 +135,17 @@ def graph_key(gm: torch.fx.GraphModule, example_inputs, kind: str, cfg: Config, 
                  _saved_split(kind)):
         put(part)
     examples = iter(example_inputs)
+    symbols: dict = {}
     for node in gm.graph.nodes:
         put(f"{node.op} {node.name} {node.target}")
         if node.op == "placeholder":
-            put(_value_meta(next(examples, None)))
+            put(_value_meta(next(examples, None), symbols))
         elif node.op == "get_attr":
             value = getattr(gm, node.target)
             if not isinstance(value, torch.Tensor):
                 raise Uncacheable(f"get_attr {node.target} is a {type(value).__name__}")
-            put(_value_meta(value))
+            put(_value_meta(value, symbols))
             h.update(_constant_bytes(value))
-        put(_value_meta(node.meta.get("val")))
+        put(_value_meta(node.meta.get("val"), symbols))
+    put("symbols " + "; ".join(f"{k}: {v}" for k, v in sorted(symbols.items())))
     return h.hexdigest()

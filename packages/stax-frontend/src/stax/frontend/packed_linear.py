@@ -1,7 +1,8 @@
 """`stax::packed_linear`: a CPU inference linear layer (addmm / mm by a transposed weight that is
 a graph input) on a oneDNN weight packed once (for the first call's row count: the packed weight
-serves any row count, so a dynamic-shape graph packs once too), with a ReLU or GELU as a post-op. Eager and Inductor without freezing hand the plain weight to the GEMM on every call
-(2 threads, 128 x 256 by an 8192-wide head: 4.9 ms as addmm, 2.6 ms packed). The packed weight
+serves any row count, so a dynamic-shape graph packs once too), with a ReLU or GELU as a post-op.
+Eager and Inductor without freezing hand the plain weight to the GEMM on every call (2 threads,
+128 x 256 by an 8192-wide head: 4.9 ms as addmm, 2.6 ms packed). The packed weight
 follows the tensor it came from (packed_weights.py); linear_fusion.py builds the calls.
 """
 

@@ -14,7 +14,7 @@ import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import metrics
+from . import metrics, plain_values
 from .aten_runtime import extern_kinds
 from .build import Built, GpuBuild, cpu_config, gpu_config, load_cpu, load_gpu
 from .call_spec import CallSpec, extra_values, from_lowered
@@ -101,14 +101,17 @@ def load(found: Lookup, gm, device, cfg: Config, clock: PhaseClock) -> tuple[Cal
     """(CallSpec, extras' values, module) of a hit; raises what loading raised (the caller rebuilds)."""
     entry = found.entry
     with clock.phase("cache"):
-        spec = entry.spec
+        spec, artifact, sizes = entry.spec, entry.artifact, ()
+        if spec.size_binding is not None:  # a symbolic-shape graph: its size expressions as stored
+            spec, artifact = plain_values.decode(spec), plain_values.decode(artifact)
+            sizes = spec.size_binding.names
         extras = extra_values(spec, None, gm, device)
-    if entry.artifact is None:
+    if artifact is None:
         module = NoKernels(*entry.no_kernels)
-    elif isinstance(entry.artifact, GpuBuild):
-        module = load_gpu(entry.artifact, device, kernel_table_of(entry.externs), clock)
+    elif isinstance(artifact, GpuBuild):
+        module = load_gpu(artifact, device, kernel_table_of(entry.externs, sizes), clock)
     else:
-        module = load_cpu(entry.artifact, found.env, kernel_table_of(entry.externs), cpu_config(cfg), clock)
+        module = load_cpu(artifact, found.env, kernel_table_of(entry.externs, sizes), cpu_config(cfg), clock)
     metrics.record(graph_cache_hits=1)
     found.stored = entry  # (an entry stored before autotuning: its choices are added after the first call)
     return spec, extras, module
@@ -148,11 +151,15 @@ def store(found: Lookup, lowered, built: Built, counts: dict, clock: PhaseClock)
         if not isinstance(built.module, NoKernels):
             return found.status
         no_kernels = (built.module.inputs, built.module.outputs)
-    entry = GraphEntry(found.key, lowered.graph.content_hash()[:12], from_lowered(lowered), built.artifact,
-                       no_kernels, extern_kinds(lowered.graph),
-                       tuple((k, tuple(sorted(v.items())) if isinstance(v, dict) else v) for k, v in counts.items()))
+    spec, artifact = from_lowered(lowered), built.artifact
     with clock.phase("cache"):
         try:
+            if spec.size_binding is not None:  # (size expressions as plain data: plain_values.py)
+                spec, artifact = plain_values.encode(spec), plain_values.encode(artifact)
+            entry = GraphEntry(found.key, lowered.graph.content_hash()[:12], spec, artifact, no_kernels,
+                               extern_kinds(lowered.graph),
+                               tuple((k, tuple(sorted(v.items())) if isinstance(v, dict) else v)
+                                     for k, v in counts.items()))
             stored = found.cache.store(entry)
         except Uncacheable as e:
             _skip(str(e))
