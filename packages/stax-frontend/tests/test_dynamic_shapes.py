@@ -284,17 +284,6 @@ def test_group_norm_over_a_symbolic_channel_count(monkeypatch):
     assert metrics.snapshot().calls_outside_assumptions == 1
 
 
-def test_symbolic_graphs_skip_the_whole_graph_cache(tmp_path):
-    """The whole-graph cache does not key symbols and ranges: a symbolic graph is compiled, never cached."""
-    from stax.frontend import config
-
-    with config.patch(graph_cache=True, graph_cache_dir=str(tmp_path)):
-        _run(lambda x: x.exp().sum(-1), [_one((4, 8), 0), _one((6, 9), 1)], dynamic=True)
-    m = metrics.snapshot()
-    assert m.graph_cache_skipped["symbolic shapes"] == 1
-    assert m.graph_cache_stores == 0 and m.graph_cache_hits == 0
-
-
 def test_unsupported_symbolic_graph_fails_loudly():
     """A size made by an irrational function of sizes (`int(math.sqrt(n))`: a `_sym_sqrt` node Stax does
     not lower): the graph runs eagerly, counted in graphs_failed, with a StaxEagerWarning (strict mode raises)."""

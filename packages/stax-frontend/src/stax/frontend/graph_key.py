@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 
 from .config import Config
+from .symbolic import multiple_of
 
 FORMAT = "stax-graph-cache-v2"  # v2: symbolic sizes in the key (v1 entries are never read)
 PACKAGES = ("stax.ir", "stax.sched", "stax.cpu", "stax.frontend")
@@ -78,13 +79,11 @@ def _sym_text(x: torch.SymInt, symbols: dict) -> str:
     with: its range and what it is known a multiple of, the facts the compiled code is correct under
     (symbolic.Symbols reads the same). Not the example value: decisions taken at it (fusion scores,
     parallel depth) hold at every size of the range, so a process whose first sizes differ still hits."""
-    from .symbolic import _multiple_of
-
     env = x.node.shape_env
     e = env.replace(x.node.expr)
     for s in sorted(e.free_symbols, key=str):
         vr = env.var_to_range.get(s)
-        symbols[str(s)] = f"[{vr.lower if vr else '?'}, {vr.upper if vr else '?'}] multiple of {_multiple_of(s, env)}"
+        symbols[str(s)] = f"[{vr.lower if vr else '?'}, {vr.upper if vr else '?'}] multiple of {multiple_of(s, env)}"
     return f"S({e})"
 
 

@@ -101,7 +101,7 @@ class Symbols:
         """The stax expression of ShapeEnv symbol `s`: its SizeVar, or `m*q` when the guards made `s` a
         multiple of m (`Mod(s, m)` in shape_env.divisible: group norm's view by C // groups), so that
         `m*(s // m) == s` is provable; q is a SizeVar of its own, bound from s at call time."""
-        m = _multiple_of(s, shape_env)
+        m = multiple_of(s, shape_env)
         if m > 1:
             if s.name not in self.multiples:
                 sym = self._row(s, shape_env)
@@ -216,7 +216,7 @@ _TO_INT = (TF.TruncToInt, TF.FloorToInt, TF.CeilToInt)
 MAX_DENOMINATOR = 1 << 20  # a float constant is used only if it is exactly p / q with q a power of 2 up to this
 
 
-def _multiple_of(s: sympy.Symbol, shape_env) -> int:
+def multiple_of(s: sympy.Symbol, shape_env) -> int:
     """The m the ShapeEnv knows `s` to be a multiple of (the lcm of its `Mod(s, k) == 0` facts), else 1."""
     m = 1
     for e in getattr(shape_env, "divisible", ()):
