@@ -58,9 +58,10 @@ def test_op_on_cuda(case):
         check_case(fn, [_make(s, dtype, False, k).to(DEVICE) for k, s in enumerate(specs)], dtype, device=DEVICE)
         m = metrics.snapshot()
         _all_on_gpu(m)
-        if EMULATE and dtype == torch.bfloat16 and name in ("scatter_add", "index_put_acc"):
-            # Triton's interpreter has no bf16 atomic add: that one op is a counted fallback there
-            assert dict(m.fallback_ops) == {"index_put.default" if "index_put" in name else "scatter_add.default": 1}
+        if EMULATE and dtype == torch.bfloat16 and name == "index_put_acc":
+            # Triton's interpreter has no bf16 atomic add: that one op is a counted fallback there (bf16
+            # scatter_add accumulates in float32, as eager does, so it compiles there too)
+            assert dict(m.fallback_ops) == {"index_put.default": 1}
             continue
         assert m.fallback_calls == 0, f"{name} ({dtype}): fallback ops {dict(m.fallback_ops)}"
 
