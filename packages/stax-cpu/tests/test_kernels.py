@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from cpu_harness import F32, assert_close, contiguous, pointwise, run_both, single_kernel
+from cpu_harness import F32, assert_close, contiguous, isa_of, pointwise, run_both, single_kernel
 from stax import ir
 from stax.cpu.loops import parallel_depth
 from stax.ir import dtypes as dt
@@ -142,6 +142,45 @@ def test_gather_and_masked_load(cfg):
     ours, ref, _ = run_both(g, vals, cfg)
     assert_close(ours[0], ref[0], F32)
     assert_close(ours[1], ref[1], F32)
+
+
+@pytest.mark.parametrize("d", [F32, dt.bfloat16], ids=str)
+def test_gathered_rows_are_read_as_vectors(cfg, d):
+    """An embedding: the row index is the same in every lane of the column loop, so each block checks it
+    once and reads the row with a plain vector load (no lane loop); out-of-range indices still raise."""
+    V, D, N = 50, 40, 7  # 40 columns: whole vectors and a ragged end
+    table, idx = contiguous("table", (V, D), d), contiguous("idx", (N,), dt.int64)
+    s = ir.var("ind", 0)
+    row = ir.load("table", D * s + i1, d, indirect=((s, ir.load("idx", i0, dt.int64), V),))
+    out = pointwise("out", (N, D), ir.op("mul", ir.cast(row, F32), ir.const(2.0, F32)))
+    g = ir.Graph([table, idx], [out], ["out"])
+    rng = np.random.default_rng(6)
+    ids = np.array([0, 49, 3, 3, 17, 1, 30])
+    ours, ref, mod = run_both(g, {"table": rng.random((V, D)).astype(np.float32), "idx": ids}, cfg)
+    assert_close(ours[0], ref[0], F32)
+    if isa_of(mod) != "none":
+        kernels = mod.source.split("# ---- Python wrapper ----")[0].split('extern "C" int kernel0', 1)[1]
+        assert "for (int64_t l = 0" not in kernels and "check_index" in kernels
+    with pytest.raises(IndexError, match=r"index 50 is out of bounds .* size 50 .*table"):
+        mod.call([np.zeros((V, D), np.float32 if d == F32 else np.uint16), np.array([1, 50, 2, 3, 4, 5, 6])])
+
+
+def test_a_reduction_over_gathered_rows_runs_along_the_rows(cfg):
+    """sum over each gathered row (an embedding's layer norm statistics): vectorized along the row, whose
+    index is one per block, not over the tokens, whose every element would be a checked lane read
+    (access_score counts a gather along a loop with its index)."""
+    V, D, N = 30, 64, 48
+    table, idx = contiguous("table", (V, D)), contiguous("idx", (N,), dt.int64)
+    s = ir.var("ind", 0)
+    row = ir.load("table", D * s + r0, F32, indirect=((s, ir.load("idx", i0, dt.int64), V),))
+    red = ir.ComputedBuffer("sums", ir.Layout.contiguous((N,), F32), ir.Reduction((N,), (D,), "sum", row))
+    g = ir.Graph([table, idx], [red], ["sums"])
+    rng = np.random.default_rng(7)
+    ours, ref, mod = run_both(g, {"table": rng.random((V, D)).astype(np.float32), "idx": rng.integers(0, V, N)}, cfg)
+    assert_close(ours[0], ref[0], F32, rtol=1e-5, atol=1e-5)
+    if isa_of(mod) != "none":
+        kernels = mod.source.split("# ---- Python wrapper ----")[0].split('extern "C" int kernel0', 1)[1]
+        assert "for (int64_t l = 0" not in kernels and "stax::vec::loadu<stax::vec::vfloat>" in kernels
 
 
 def _matmul_graph(transposed_result: bool):

@@ -78,15 +78,27 @@ def _strided_partner(group: list[NodeLoops], dim: int, start: int) -> int | None
     return None
 
 
+def gathers_along(nl: NodeLoops, n: Load, x) -> bool:
+    """Whether an indirect load's index values change along loop `x`: each lane reads its own row (an
+    embedding vectorized over tokens), a checked lane read each; else the row is one for all lanes."""
+    return any(isinstance(m, (Load, IndexValue)) and nl.index(m.index).has(x)
+               for _, v, _ in n.indirect for m in walk(v))
+
+
 def access_score(group: list[NodeLoops], dim: int) -> int:
     """Bytes accessed contiguously along loop `dim` minus bytes that would need lane loops, per
-    innermost iteration (a reduction's store happens once per output, not per iteration)."""
+    innermost iteration (a reduction's store happens once per output, not per iteration). A gather
+    along `dim` also costs its int64 index, checked lane by lane: an embedding's layer norm vectorized
+    over the tokens instead of along the row gathered every element (5x slower)."""
     x = loop_var(dim)
     score = 0
     for nl in group:
-        accesses = [] if nl.is_reduction and not nl.is_scan else [(nl.store_index(), nl.node.layout.dtype)]
-        accesses += [(nl.index(n.index), n.dtype) for n in walk(nl.node.body.value) if isinstance(n, Load)]
-        for idx, d in accesses:
+        accesses = [] if nl.is_reduction and not nl.is_scan else [(nl.store_index(), nl.node.layout.dtype, None)]
+        accesses += [(nl.index(n.index), n.dtype, n) for n in walk(nl.node.body.value) if isinstance(n, Load)]
+        for idx, d, load in accesses:
+            if load is not None and load.indirect and gathers_along(nl, load, x):
+                score -= d.itemsize + 8
+                continue
             co_ = linear_coeffs(idx, [x])
             c = None if co_ is None else co_.get(x, 0)
             if c == 1:
@@ -195,6 +207,12 @@ def _positive_literal(n: Op) -> int | None:
     if not isinstance(b, Constant) or not b.dtype.is_integer or b.dtype.is_bool or not n.args[0].dtype.is_integer:
         return None
     return int(b.value) if 0 < int(b.value) < 2**62 else None
+
+
+def _vector_load(d: dt.DType) -> str:
+    """The prelude function reading W contiguous elements of dtype `d` as a vector."""
+    return {"float16": "stax::vec::load_f16", "bfloat16": "stax::vec::load_bf16",
+            "bool": "stax::vec::load_bool"}.get(d.name, f"stax::vec::loadu<{vtype(d)}>")
 
 
 class VecBody:
@@ -331,13 +349,15 @@ class VecBody:
         lin = linear_coeffs(idx, [self.x])
         if not n.indirect and n.mask is None and lin is not None and lin.get(self.x, 0) == 1:
             base = to_c(idx)
-            fn = {"float16": "stax::vec::load_f16", "bfloat16": "stax::vec::load_bf16",
-                  "bool": "stax::vec::load_bool"}.get(n.dtype.name, f"stax::vec::loadu<{vtype(n.dtype)}>")
+            fn = _vector_load(n.dtype)
             ahead = self._prefetch_ahead(n, idx)
             if ahead and ("VL", n.buffer, idx, n.dtype) not in self.cse:
                 # a compute-heavy loop keeps the memory busy only if it asks for its data ahead
                 self.lines(f"__builtin_prefetch({ptr} + {base} + {ahead}, 0, 0);")
             return self._define(("VL", n.buffer, idx, n.dtype), n.dtype, f"{fn}({ptr} + {base})")
+        if (n.indirect and n.mask is None and lin is not None and lin.get(self.x, 0) == 1
+                and not any(names[id(v)][1] for _, v, _ in n.indirect)):
+            return self._row_load(nl, n, idx, names)
         # lane loop: strided, indirect or masked reads
         key = ("VG", n.buffer, idx, n.dtype, tuple(names[id(c)] for c in n.children()), repr(n.other))
         if key in self.cse:
@@ -368,6 +388,22 @@ class VecBody:
             if guard is not None:
                 cm.__exit__(None, None, None)
         return t
+
+    def _row_load(self, nl: NodeLoops, n: Load, idx, names) -> str:
+        """An indirect read whose index values are the same in every lane, contiguous along the vector
+        loop (an embedding row read along its columns): each index checked once per block, then one
+        plain vector load instead of W checked lane reads."""
+        subs = {}
+        for sym, v, bound in n.indirect:
+            load_id = len(self.ctx.index_loads)
+            self.ctx.index_loads.append(f"{n.buffer} (read by {nl.node.name})")
+            s = self.ctx.tmp()
+            self.lines(f"const int64_t {s} = stax::check_index(static_cast<int64_t>({names[id(v)][0]}), "
+                       f"{to_c(bound)}, err, {load_id});")
+            subs[sym] = c_var(s)
+        idx = idx.xreplace(subs)
+        return self._define(("VL", n.buffer, idx, n.dtype), n.dtype,
+                            f"{_vector_load(n.dtype)}({self.ctx.ptr(n.buffer)} + {to_c(idx)})")
 
     def store(self, nl: NodeLoops, name: str, is_vec: bool, first: str | None = None) -> None:
         """`first`: store lanes `first`.. only (the overlapped last block of a vertical reduction:
