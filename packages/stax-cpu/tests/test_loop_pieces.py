@@ -79,6 +79,25 @@ def test_a_loop_with_too_many_pieces_stays_whole(cfg):
     assert "bodies specialized there" not in _kernel_code(mod)
 
 
+def test_a_loop_inside_collapsed_parallel_loops_is_cut(cfg):
+    """(3, 5, 4096) from the first 5 of 6 rows of each input (the outer loops do not merge): Algorithm 8.1
+    shares them out as one (`collapse(2)`); the vector loop inside them is the pieces' own business."""
+    x0_, x1_, x2_ = ir.pointwise_vars(3)
+    ins = [contiguous(f"in{k}", (3, 6, 2048)) for k in range(2)]
+    t = ir.index_value(x2_)
+    value = ir.op("where", ir.op("lt", t, ir.const(2048, I64)),
+                  ir.load("in0", 12288 * x0_ + 2048 * x1_ + Min(2047, x2_), F32),
+                  ir.load("in1", 12288 * x0_ + 2048 * x1_ + Max(0, x2_ - 2048), F32))
+    out = pointwise("out", (3, 5, 4096), value)
+    vals = {i.name: np.random.default_rng(4).standard_normal(i.layout.sizes).astype(np.float32) for i in ins}
+    ours, ref, mod = run_both(ir.Graph(ins, [out], ["out"]), vals, cfg)
+    assert_close(ours[0], ref[0], F32, what="collapsed cat")
+    if isa_of(mod) == "none":
+        pytest.skip("the pieces are a form of the vector loop; the scalar level has none")
+    code = _kernel_code(mod)
+    assert "collapse(2)" in code and code.count("bodies specialized there") == 2
+
+
 def test_the_loop_openmp_shares_out_stays_whole(cfg):
     """A 1-D concatenation big enough to run in parallel: its one loop is the `omp for` loop."""
     widths = (40000, 40000)

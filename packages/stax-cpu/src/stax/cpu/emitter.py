@@ -41,6 +41,19 @@ def _hoist_point(out: list[str], mark: int) -> int | None:
     return k - 1 if k == mark else mark
 
 
+def _work_shared(out: list[str], mark: int) -> bool:
+    """Whether the loop about to open at `mark` is one an OpenMP `for` pragma shares out (the pragma's
+    own loop, or one of its `collapse(d)` loops): such a loop must stay one loop."""
+    k, loops = mark, 0
+    while k > 0 and out[k - 1].lstrip().startswith("for ("):
+        k, loops = k - 1, loops + 1
+    prev = out[k - 1].lstrip() if k > 0 else ""
+    if not (prev.startswith("#pragma omp") and " for" in prev):
+        return False
+    depth = int(prev.split("collapse(", 1)[1].split(")", 1)[0]) if "collapse(" in prev else 1
+    return loops < depth
+
+
 def _intra_reads(group: list[NodeLoops]):
     """Loads of buffers that an earlier node of the same group writes."""
     written: set = set()
@@ -383,9 +396,8 @@ class KernelEmitter:
             def store(body, nl, name, is_vec):
                 body.store(nl, name, is_vec)
 
-            pieces = None  # (not the loop an OpenMP pragma shares out: that must stay one loop)
-            if plan.dim not in self.bounds and self.kept_split is None and \
-                    _hoist_point(lines.out, len(lines.out)) == len(lines.out):
+            pieces = None
+            if plan.dim not in self.bounds and self.kept_split is None and not _work_shared(lines.out, len(lines.out)):
                 pieces = loop_pieces(group, plan, dict(self.ctx.graph.size_vars.value_ranges))
             for piece in pieces or [Piece(0, 0, group, plan)]:
                 if pieces:
