@@ -146,3 +146,13 @@ def _ir(debug_dir: str) -> str:
     import pathlib
 
     return "".join(p.read_text() for p in pathlib.Path(debug_dir).glob("*/ir.txt"))
+
+
+def test_reductions_over_concatenated_and_padded_rows():
+    """cat / pad along the reduced dim: stax.cpu cuts the vector loop where the input changes
+    (loop_pieces.py) and the accumulators run on across the pieces; results equal eager."""
+    def f(a, b):
+        c = torch.cat([a, b], -1)
+        return (c.sum(-1), c.amax(-1), torch.nn.functional.pad(a, (3, 5)).softmax(-1),
+                *torch.var_mean(torch.cat([b, a * 2], -1), -1))
+    check(f, make(torch.float32, (37, 70)), make(torch.float32, (37, 45)))
