@@ -9,62 +9,25 @@ for the read-only test, which needs both unusable.
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import subprocess
-import sys
-import warnings
-from pathlib import Path
 
+import graph_cache_checks as checks
 import pytest
 import torch
 import torch._dynamo
 from conftest import assert_same
 from stax.frontend import config, metrics
-from stax.frontend.graph_cache import MAGIC, StaxCacheWarning
-
-WORKER = Path(__file__).with_name("graph_cache_worker.py")
-ROOT = Path(__file__).resolve().parents[3]
-
-
-def _env(graph_dir: Path) -> dict:
-    paths = [str(p) for p in sorted((ROOT / "packages").glob("*/src"))]
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths + [os.environ.get("PYTHONPATH", "")]),
-            "STAX_GRAPH_CACHE_DIR": str(graph_dir), "OMP_NUM_THREADS": "1"}
-
-
-def _worker(graph_dir: Path, arrive: Path | None = None, n: int = 0) -> subprocess.Popen:
-    args = [sys.executable, str(WORKER)] + ([str(arrive), str(n)] if arrive else [])
-    return subprocess.Popen(args, env=_env(graph_dir), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def _result(proc: subprocess.Popen) -> dict:
-    out, err = proc.communicate(timeout=240)
-    assert proc.returncode == 0, err[-3000:]
-    return json.loads(out.strip().splitlines()[-1])
 
 
 @pytest.fixture(scope="module")
 def processes(tmp_path_factory):
     """Two workers writing the same entries of an empty graph cache at once (each waits, before its first
     write, until both have missed: graph_cache_worker.py), then a third process on the cache they left."""
-    graph_dir = tmp_path_factory.mktemp("graphs")
-    arrive = tmp_path_factory.mktemp("arrive")
-    writers = [_result(p) for p in [_worker(graph_dir, arrive, 2) for _ in range(2)]]
-    return writers, _result(_worker(graph_dir)), graph_dir
+    return checks.run_processes(tmp_path_factory.mktemp("graphs"), tmp_path_factory.mktemp("arrive"), {})
 
 
 def test_two_processes_writing_one_key_both_succeed(processes):
-    """Both compile and run correctly; the forward graph (missed by both) is written by both, the backward
-    one may be a hit if the other process stored it first; no temporary file is left behind."""
-    writers, _, graph_dir = processes
-    for r in writers:
-        assert r["max_err"] < 1e-5 and r["max_grad_err"] < 1e-5, r
-        assert r["misses"] + r["hits"] == 2 and r["stores"] == r["misses"] and r["corrupt"] == 0, r
-    assert sum(r["stores"] for r in writers) >= 3, writers
-    entries = list(graph_dir.rglob("*.entry"))
-    assert len(entries) == 2 and not list(graph_dir.rglob("*.tmp")), entries
+    checks.check_both_writers_succeed(processes)
 
 
 def test_concurrent_writes_of_one_key_never_show_a_partial_entry(tmp_path):
@@ -105,17 +68,7 @@ def test_concurrent_writes_of_one_key_never_show_a_partial_entry(tmp_path):
 
 
 def test_second_process_loads_without_lowering_scheduling_or_codegen(processes):
-    """The forward and backward graphs are hits: lowering, scheduling and code generation never ran, the
-    results (and the fallback and kernel counters) are eager's / the first process's."""
-    writers, reader, _ = processes
-    assert reader["hits"] == 2 and reader["misses"] == 0 and reader["corrupt"] == 0, reader
-    assert reader["graphs"] == 2 and reader["fallbacks"] == writers[0]["fallbacks"] == {"sort.default": 1}
-    assert reader["kernels"] == writers[0]["kernels"] > 0
-    for phase in ("lower", "schedule", "codegen"):
-        assert phase not in reader["phase_runs"], reader["phase_runs"]
-        assert all(w["phase_runs"].get(phase, 0) == w["misses"] > 0 for w in writers), writers
-    assert reader["phase_runs"]["load"] == 2
-    assert reader["max_err"] < 1e-5 and reader["max_grad_err"] < 1e-5, reader
+    checks.check_reader_loads_without_compiling(processes)
 
 
 # ---- in this process ------------------------------------------------------------------------
@@ -196,34 +149,9 @@ def test_symbolic_ranges_are_in_the_key(graph_dir):
     assert m.graph_cache_hits == 0 and m.graph_cache_misses == 1, m
 
 
-def _entry(graph_dir: Path) -> Path:
-    (path,) = graph_dir.rglob("*.entry")
-    return path
-
-
-def _truncate(p: Path):
-    p.write_bytes(p.read_bytes()[: p.stat().st_size // 2])
-
-
-def _flip(p: Path):
-    data = bytearray(p.read_bytes())
-    data[len(MAGIC) + 65 + (len(data) - len(MAGIC) - 65) // 2] ^= 0x01  # the payload's middle: C++ source text
-    p.write_bytes(bytes(data))
-
-
-@pytest.mark.parametrize("damage", [_truncate, _flip], ids=["truncated", "flipped-byte"])
+@pytest.mark.parametrize("damage", sorted(checks.DAMAGES))
 def test_corrupt_entry_is_rebuilt_never_loaded(graph_dir, damage, caplog):
-    _compile()
-    damage(_entry(graph_dir))
-    metrics.reset()
-    with caplog.at_level(logging.WARNING, logger="stax.frontend.cache"):
-        assert_same(_compile(), _f(*ARGS))
-    m = metrics.snapshot()
-    assert m.graph_cache_corrupt == 1 and m.graph_cache_hits == 0 and m.phase_runs["lower"] == 1, m
-    assert m.graph_cache_stores == 1 and "is corrupt" in caplog.text
-    metrics.reset()
-    assert_same(_compile(), _f(*ARGS))  # the rebuilt entry is whole again
-    assert metrics.snapshot().graph_cache_hits == 1
+    checks.check_corrupt_entry_rebuilt(graph_dir, damage, caplog, _compile, _f(*ARGS))
 
 
 def test_config_change_misses(graph_dir):
@@ -250,34 +178,12 @@ def test_input_layout_and_dtype_miss(graph_dir):
 
 
 def test_unwritable_directory_works_uncached_with_one_warning(tmp_path, monkeypatch):
-    """A cache directory under a regular file cannot be made, whoever runs the test (root writes through
-    chmod): stax.cpu compiles into a private directory, nothing is stored, one warning for both."""
-    (tmp_path / "file").write_text("in the way")
-    monkeypatch.setenv("STAX_CACHE_DIR", str(tmp_path / "file" / "cache"))
-    with config.patch(graph_cache=True), warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        assert_same(_compile(), _f(*ARGS))
-        assert_same(_compile(max_reads=4), _f(*ARGS))
-    mine = [w for w in caught if issubclass(w.category, RuntimeWarning)]
-    assert len(mine) == 1 and issubclass(mine[0].category, StaxCacheWarning), [str(w.message) for w in mine]
-    assert "private directory" in str(mine[0].message)
-    m = metrics.snapshot()
-    assert m.graph_cache_stores == 0 and m.graph_cache_misses == 2 and m.graphs_compiled == 2
+    checks.check_unwritable_directory(tmp_path, monkeypatch, _compile, _f(*ARGS), {"max_reads": 4}, "private directory")
 
 
-@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root writes through a chmod 0o500 directory")
+@pytest.mark.skipif(checks.RUN_AS_ROOT, reason="root writes through a chmod 0o500 directory")
 def test_read_only_directory_still_hits(graph_dir, recwarn):
-    _compile()
-    for d in [graph_dir, *graph_dir.iterdir()]:
-        d.chmod(0o500)
-    try:
-        metrics.reset()
-        assert_same(_compile(), _f(*ARGS))
-        assert metrics.snapshot().graph_cache_hits == 1
-        assert len([w for w in recwarn if issubclass(w.category, StaxCacheWarning)]) == 1
-    finally:
-        for d in [graph_dir, *graph_dir.iterdir()]:
-            d.chmod(0o700)
+    checks.check_read_only_directory_hits(graph_dir, recwarn, _compile, _f(*ARGS))
 
 
 def test_graphs_not_cached_say_why(graph_dir):

@@ -8,20 +8,15 @@ on one graph cache directory; the other tests run in this process on a directory
 
 from __future__ import annotations
 
-import json
-import logging
 import os
-import subprocess
-import sys
-import warnings
 from pathlib import Path
 
+import graph_cache_checks as checks
 import pytest
 import torch
 import torch._dynamo
 from conftest import assert_same
 from stax.frontend import config, metrics, runtime
-from stax.frontend.graph_cache import MAGIC, StaxCacheWarning
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 ROOT = Path(__file__).resolve().parents[3]
@@ -32,65 +27,25 @@ pytestmark = pytest.mark.skipif(
     reason="needs stax.gpu: a GPU, or TRITON_INTERPRET=1 (CPU tensors through Triton's interpreter)",
 )
 
-# One process (graph_cache_worker.py with STAX_WORKER_TARGET=gpu): compile Tiny on the GPU target with the
-# graph cache on, check it against eager, print what the backend did as one JSON line.
-WORKER = Path(__file__).with_name("graph_cache_worker.py")
 
 
-def _env(graph_dir: Path) -> dict:
-    paths = [str(p) for p in sorted((ROOT / "packages").glob("*/src"))]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths + [os.environ.get("PYTHONPATH", "")]),
-           "STAX_GRAPH_CACHE_DIR": str(graph_dir), "STAX_CACHE_DIR": str(graph_dir.parent / "stax"),
-           "OMP_NUM_THREADS": "1", "STAX_WORKER_TARGET": "gpu"}
-    if DEVICE == "cpu":
-        env["TRITON_INTERPRET"] = "1"
-    return env
-
-
-def _worker(graph_dir: Path, arrive: Path | None = None, n: int = 0) -> subprocess.Popen:
-    args = [sys.executable, str(WORKER)] + ([str(arrive), str(n)] if arrive else [])
-    return subprocess.Popen(args, env=_env(graph_dir), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def _result(proc: subprocess.Popen) -> dict:
-    out, err = proc.communicate(timeout=240)
-    assert proc.returncode == 0, err[-3000:]
-    return json.loads(out.strip().splitlines()[-1])
+def _worker_env(graph_dir: Path) -> dict:
+    env = {"STAX_CACHE_DIR": str(graph_dir.parent / "stax"), "STAX_WORKER_TARGET": "gpu"}
+    return {**env, "TRITON_INTERPRET": "1"} if DEVICE == "cpu" else env
 
 
 @pytest.fixture(scope="module")
 def processes(tmp_path_factory):
-    """Two workers writing the same entries of an empty graph cache at once, then a third process
-    on the cache they left."""
     graph_dir = tmp_path_factory.mktemp("gpu") / "graphs"
-    arrive = tmp_path_factory.mktemp("arrive")
-    writers = [_result(p) for p in [_worker(graph_dir, arrive, 2) for _ in range(2)]]
-    return writers, _result(_worker(graph_dir)), graph_dir
+    return checks.run_processes(graph_dir, tmp_path_factory.mktemp("arrive"), _worker_env(graph_dir))
 
 
 def test_two_processes_writing_one_key_both_succeed(processes):
-    writers, _, graph_dir = processes
-    for r in writers:
-        assert r["max_err"] < 1e-5 and r["max_grad_err"] < 1e-5, r
-        assert r["misses"] + r["hits"] == 2 and r["stores"] == r["misses"] and r["corrupt"] == 0, r
-        assert r["skipped"] == {}, r
-    assert sum(r["stores"] for r in writers) >= 3, writers
-    entries = list(graph_dir.rglob("*.entry"))
-    assert len(entries) == 2 and not list(graph_dir.rglob("*.tmp")), entries
+    checks.check_both_writers_succeed(processes)
 
 
 def test_second_process_loads_without_lowering_scheduling_or_codegen(processes):
-    """Forward and backward are hits in a fresh process: no lowering, scheduling or Triton code
-    generation ran; the results are eager's, the fallback and kernel counts the first process's."""
-    writers, reader, _ = processes
-    assert reader["hits"] == 2 and reader["misses"] == 0 and reader["corrupt"] == 0, reader
-    assert reader["graphs"] == 2 and reader["fallbacks"] == writers[0]["fallbacks"] == {"sort.default": 1}
-    assert reader["kernels"] == writers[0]["kernels"] > 0
-    for phase in ("lower", "schedule", "codegen"):
-        assert phase not in reader["phase_runs"], reader["phase_runs"]
-        assert all(w["phase_runs"].get(phase, 0) == w["misses"] > 0 for w in writers), writers
-    assert reader["phase_runs"]["load"] == 2
-    assert reader["max_err"] < 1e-5 and reader["max_grad_err"] < 1e-5, reader
+    checks.check_reader_loads_without_compiling(processes)
 
 
 # ---- in this process ------------------------------------------------------------------------
@@ -133,34 +88,9 @@ def test_hit_in_a_fresh_compile_equals_eager(graph_dir, monkeypatch):
     assert not {"lower", "schedule", "codegen"} & set(m.phase_runs), m.phase_runs
 
 
-def _entry(graph_dir: Path) -> Path:
-    (path,) = graph_dir.rglob("*.entry")
-    return path
-
-
-def _truncate(p: Path):
-    p.write_bytes(p.read_bytes()[: p.stat().st_size // 2])
-
-
-def _flip(p: Path):
-    data = bytearray(p.read_bytes())
-    data[len(MAGIC) + 65 + (len(data) - len(MAGIC) - 65) // 2] ^= 0x01  # the payload's middle: Triton source
-    p.write_bytes(bytes(data))
-
-
-@pytest.mark.parametrize("damage", [_truncate, _flip], ids=["truncated", "flipped-byte"])
+@pytest.mark.parametrize("damage", sorted(checks.DAMAGES))
 def test_corrupt_entry_is_rebuilt_never_loaded(graph_dir, damage, caplog):
-    _compile()
-    damage(_entry(graph_dir))
-    metrics.reset()
-    with caplog.at_level(logging.WARNING, logger="stax.frontend.cache"):
-        assert_same(_compile(), _f(*ARGS))
-    m = metrics.snapshot()
-    assert m.graph_cache_corrupt == 1 and m.graph_cache_hits == 0 and m.phase_runs["lower"] == 1, m
-    assert m.graph_cache_stores == 1 and "is corrupt" in caplog.text
-    metrics.reset()
-    assert_same(_compile(), _f(*ARGS))  # the rebuilt entry is whole again
-    assert metrics.snapshot().graph_cache_hits == 1
+    checks.check_corrupt_entry_rebuilt(graph_dir, damage, caplog, _compile, _f(*ARGS))
 
 
 def test_autotuning_choices_are_stored_after_the_first_call(graph_dir, monkeypatch):
@@ -179,7 +109,7 @@ def test_autotuning_choices_are_stored_after_the_first_call(graph_dir, monkeypat
     monkeypatch.setattr(stax.gpu, "with_choices", chosen)
     assert_same(_compile(), _f(*ARGS))
     assert metrics.snapshot().graph_cache_stores == 2
-    path = _entry(graph_dir)
+    path = checks.entry(graph_dir)
     entry = GraphCache(graph_dir, None).load(path.stem)
     assert entry.artifact.artifact.kernels and all(k.choices for k in entry.artifact.artifact.kernels)
     metrics.reset()
@@ -232,34 +162,13 @@ def test_cpu_and_gpu_entries_are_apart(graph_dir):
 
 
 def test_unwritable_directory_works_uncached_with_one_warning(tmp_path, monkeypatch):
-    """A cache directory under a regular file: stax.gpu writes its modules to a private directory,
-    nothing is stored, one warning says both."""
-    (tmp_path / "file").write_text("in the way")
-    monkeypatch.setenv("STAX_CACHE_DIR", str(tmp_path / "file" / "cache"))
-    with config.patch(graph_cache=True), warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        assert_same(_compile(), _f(*ARGS))
-        assert_same(_compile(**{"gpu.xblock_cap": 4}), _f(*ARGS))
-    mine = [w for w in caught if issubclass(w.category, RuntimeWarning)]
-    assert len(mine) == 1 and issubclass(mine[0].category, StaxCacheWarning), [str(w.message) for w in mine]
-    assert "Triton modules are written to the private directory" in str(mine[0].message)
-    m = metrics.snapshot()
-    assert m.graph_cache_stores == 0 and m.graph_cache_misses == 2 and m.graphs_compiled == 2
+    checks.check_unwritable_directory(tmp_path, monkeypatch, _compile, _f(*ARGS), {"gpu.xblock_cap": 4},
+                                      "Triton modules are written to the private directory")
 
 
-@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root writes through a chmod 0o500 directory")
+@pytest.mark.skipif(checks.RUN_AS_ROOT, reason="root writes through a chmod 0o500 directory")
 def test_read_only_directory_still_hits(graph_dir, recwarn):
-    _compile()
-    for d in [graph_dir, *graph_dir.iterdir()]:
-        d.chmod(0o500)
-    try:
-        metrics.reset()
-        assert_same(_compile(), _f(*ARGS))
-        assert metrics.snapshot().graph_cache_hits == 1
-        assert len([w for w in recwarn if issubclass(w.category, StaxCacheWarning)]) == 1
-    finally:
-        for d in [graph_dir, *graph_dir.iterdir()]:
-            d.chmod(0o700)
+    checks.check_read_only_directory_hits(graph_dir, recwarn, _compile, _f(*ARGS))
 
 
 def test_graphs_not_cached_say_why(graph_dir):
