@@ -43,6 +43,14 @@ def _fresh():
     torch._dynamo.reset()
 
 
+@pytest.fixture(params=["AVX512", "AVX2"])
+def cpu_capability(request, monkeypatch):
+    """The CPU capability onednn_post_ops.py decides by, as if this CPU had it (oneDNN runs either
+    way: only which activations run inside its primitives changes)."""
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: request.param)
+    return request.param
+
+
 def tol(dtype):
     return TOL.get(dtype, (0, 0))
 

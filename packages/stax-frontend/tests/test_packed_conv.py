@@ -129,14 +129,24 @@ def test_off_switch_and_training_keep_aten_convolutions():
 
 
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
-def test_gelu_after_a_convolution_is_a_post_op(approximate):
+def test_gelu_after_a_convolution_is_a_post_op_where_it_pays(approximate, cpu_capability, monkeypatch):
+    """On AVX-512 the GELU runs inside the convolution; on AVX2 the exact one does, the tanh one (slow
+    as oneDNN's post-op there: onednn_post_ops.py) runs in the Stax kernel writing the result back."""
+    import stax.frontend.packed_conv as pc
+
+    post_ops = []
+    convolve = pc._convolve
+    monkeypatch.setattr(pc, "_convolve", lambda *a: post_ops.append(a[-1]) or convolve(*a))
     torch.manual_seed(0)
     m = nn.Sequential(nn.Conv2d(3, 6, 3, padding=1), nn.GELU(approximate=approximate)).eval()
     x = torch.randn(2, 3, 7, 7)
     f = no_grad_call(m)
     assert_same(torch.compile(f, backend="stax", dynamic=False)(x), f(x), rtol=1e-4, atol=1e-5)
     snap = metrics.snapshot()
-    assert snap.extern_ops[PACKED] == 1 and snap.kernels_generated <= 2  # x to NHWC, the result back: no gelu kernel
+    assert snap.extern_ops[PACKED] == 1 and snap.kernels_generated <= 2  # x to NHWC, the result back
+    gelu = "gelu" if approximate == "none" else "gelu_tanh"
+    inside = cpu_capability == "AVX512" or approximate == "none"
+    assert set(post_ops) == {gelu if inside else "none"}, post_ops
 
 
 class LayerScaled(nn.Module):

@@ -20,7 +20,7 @@ import logging
 
 import torch
 
-from . import packed_conv
+from . import onednn_post_ops, packed_conv
 
 aten = torch.ops.aten
 log = logging.getLogger("stax.frontend")
@@ -232,16 +232,6 @@ def _residual(u, v, out: torch.Tensor):
     return other
 
 
-def _activation(u) -> str | None:
-    """The packed_conv.UNARY post-op `u` is (ReLU, GELU exact or tanh), else None."""
-    if u.target is aten.relu.default:
-        return "relu"
-    if u.target is aten.gelu.default:
-        approx = u.kwargs.get("approximate", u.args[1] if len(u.args) > 1 else "none")
-        return {"none": "gelu", "tanh": "gelu_tanh"}.get(approx)
-    return None
-
-
 def _rewrite(graph: torch.fx.Graph, conv, frozen) -> None:
     x, w, b, stride, padding, dilation, _, _, groups = conv.args[:9]
     out = _val(conv)
@@ -251,7 +241,7 @@ def _rewrite(graph: torch.fx.Graph, conv, frozen) -> None:
         v = u
     unary, other = "none", None
     u = _only_user(v)
-    if u is not None and (act := _activation(u)) is not None:
+    if u is not None and (act := onednn_post_ops.fusable("conv", u)) is not None:
         unary, v = act, u
     elif u is not None and (other := _residual(u, v, out)) is not None:
         v = u

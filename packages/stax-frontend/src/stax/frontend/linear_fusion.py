@@ -2,15 +2,15 @@
 `addmm(bias, x, permute(w, [1, 0]))` or `mm(x, permute(w, [1, 0]))`, as AOTAutograd writes
 `F.linear`, or by a weight stored (in, out) (GPT-2's Conv1D: `addmm(bias, x, w)`) — becomes one
 `stax::packed_linear` call (packed_linear.py), taking over a ReLU or GELU that follows it (through
-the view back to the input's batch shape). The weights are parameters or buffers the graph does
-not write (conv_fusion.frozen_inputs).
+the view back to the input's batch shape) where oneDNN runs it cheaply (onednn_post_ops.py). The
+weights are parameters or buffers the graph does not write (conv_fusion.frozen_inputs).
 """
 
 from __future__ import annotations
 
 import torch
 
-from . import packed_linear
+from . import onednn_post_ops, packed_linear
 from .conv_fusion import frozen_inputs, rewrite_all
 
 aten = torch.ops.aten
@@ -59,15 +59,11 @@ def _post_op(n):
     view = None
     if len(users) == 1 and users[0].target in _VIEWS and len(users[0].users) == 1:
         view, users = users[0], list(users[0].users)
-    if len(users) != 1 or users[0].op != "call_function":
+    if len(users) != 1:
         return "none", n, None
-    u = users[0]
-    if u.target is aten.relu.default:
-        return "relu", u, view
-    if u.target is aten.gelu.default:
-        approx = u.kwargs.get("approximate", u.args[1] if len(u.args) > 1 else "none")
-        if approx in ("none", "tanh"):
-            return "gelu" if approx == "none" else "gelu_tanh", u, view
+    act = onednn_post_ops.fusable("linear", users[0])
+    if act is not None:
+        return act, users[0], view
     return "none", n, None
 
 
