@@ -7,6 +7,7 @@ literal form extern_format.py defines; and the carriers of tuple results and opa
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 
 import sympy
 import torch
@@ -238,8 +239,15 @@ def getitem_kernel(tup, index, out, sizes=None, size_names: tuple = ()):
     if out == OPAQUE:
         return carry(tup.stax_items[index], tup.device)
     if sizes is not None:
-        out = bind_constants(out, {size_var(n): sympy.Integer(v) for n, v in zip(size_names, sizes)})
+        out = _bound_out(out, size_names, sizes)
     return _conform(tup.stax_items[index], out, ())
+
+
+@lru_cache(maxsize=256)
+def _bound_out(out, size_names: tuple, sizes: tuple):
+    """getitem_kernel's result layout at one call's sizes, bound once per sizes seen (binding walks
+    sympy expressions: 0.1-0.2 ms per call of a 4-layer BERT at 1 x 17 tokens)."""
+    return bind_constants(out, {size_var(n): sympy.Integer(v) for n, v in zip(size_names, sizes)})
 
 
 def extern_kinds(graph: Graph) -> tuple:
