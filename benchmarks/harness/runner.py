@@ -355,6 +355,8 @@ def machine(opts: Options) -> dict:
             cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
     except OSError:
         pass
+    # the vector ISA ATen and oneDNN dispatch to (AVX2 / AVX512): this team's machines differ in it
+    cpu = f"{cpu} ({torch.backends.cpu.get_cpu_capability()})"
     info = {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
             "torch": torch.__version__, "python": platform.python_version(), "platform": platform.platform()}
     if opts.device.startswith("cuda") and torch.cuda.is_available():
