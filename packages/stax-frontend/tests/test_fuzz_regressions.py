@@ -127,6 +127,17 @@ def test_pad_of_an_empty_tensor(rows):
     assert_same(torch.compile(fn, backend="stax")(x[:rows], i), fn(x[:rows], i))
 
 
+@pytest.mark.parametrize("width", [15, 16, 33])
+def test_sum_over_an_empty_index_select(width):
+    """A reduction over an empty dim: its loads invariant in that dim (here the empty index tensor's
+    element 0) were computed once before the reduction loop even when it runs no iteration, reading
+    the null data of the empty tensor (SIGSEGV; seed 18 graph 99 on AVX2, where 15 lanes make one
+    full vector block)."""
+    fn = lambda x, i: torch.index_select(x, 1, i).nansum(1)  # noqa: E731
+    x, i = torch.randn(3, 1, width), torch.zeros(0, dtype=torch.int64)
+    assert_same(torch.compile(fn, backend="stax")(x, i), fn(x, i))
+
+
 INDEX_FILLS = {
     "expanded_int": (lambda x, i: x.index_fill(0, i, 7), lambda: torch.tensor([2]).expand(4), [0, 2]),
     "transposed": (lambda x, i: x.index_fill(1, i, -1.5), lambda: torch.randn(5, 4).t(), [0, 4, 4]),

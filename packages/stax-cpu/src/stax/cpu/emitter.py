@@ -12,6 +12,7 @@ from __future__ import annotations
 from stax.ir import Load, walk
 from stax.ir import dtypes as dt
 from stax.ir.index_printer import to_c
+from stax.ir.value_ranges import bound_index
 
 from . import cpp_ops as co
 from .accumulators import AccEmitter, Accumulator
@@ -425,7 +426,9 @@ class KernelEmitter:
         def vfull(first: str | None = None):
             accs = self.init_accs(lines, group, vector=True, scalar=False)
             known = None
-            if not any(_intra_reads(group)):  # what the reduction loops do not change, computed once
+            # what the reduction loops do not change, computed once: not where they may run no
+            # iteration (an empty reduction reads nothing; its invariant loads may be out of bounds)
+            if not any(_intra_reads(group)) and self._surely_nonempty(head.sizes[npoint:n]):
                 outer = VecBody(self.ctx, lines, {}, plan, ScalarBody(self.ctx, lines, {}))
                 red = {loop_var(k) for k in range(npoint, n)}
                 known = {nl.node.name: outer.invariant(nl, nl.node.body.value, red) for nl in group}
@@ -460,6 +463,8 @@ class KernelEmitter:
         # nothing is hoisted when a value read from a node of this group is written inside the loop,
         # or when the loop is one of several collapsed parallel loops (they must nest perfectly)
         intra = any(_intra_reads(group)) or _hoist_point(lines.out, mark) is None
+        # ... or when the loop may run no iteration (its invariant loads may be out of bounds then)
+        intra = intra or not self._surely_nonempty([group[0].sizes[plan.dim]])
         hoisted = None if intra else (pre, {}, ScalarBody(self.ctx, pre, {}))
         self._block(lines, plan, group[0].sizes,
                     lambda: self._vector_bodies(lines, group, plan, accs, store, hoisted),
@@ -469,6 +474,11 @@ class KernelEmitter:
         if hoisted is not None:  # loop-invariant scalars and their broadcasts, computed once
             at = _hoist_point(lines.out, mark)
             lines.out[at:at] = pre.out
+
+    def _surely_nonempty(self, sizes) -> bool:
+        """Whether every loop of these sizes runs at least once (a symbolic size: by its range)."""
+        ranges = dict(self.ctx.graph.size_vars.value_ranges)
+        return all(s > 0 if isinstance(s, int) else bound_index(s, ranges).lo >= 1 for s in sizes)
 
     def _overlaps(self, plan: VecPlan, sizes) -> bool:
         """The ragged end of a vertical reduction as one more full block ending at the loop's end (its
