@@ -1,7 +1,7 @@
 """Accuracy of the SIMD float32 math (vec_math.py) in ulps against float64 numpy, over
 dense sweeps and special values. The bounds are this implementation's measured
 worst cases rounded up; libm (the scalar form) is within 1 ulp. Every ISA level: AVX-512 scales
-by 2^n with vscalefps, AVX2 with two exponent factors."""
+by 2^n with vscalefps, AVX2 by adding n to the exponent field (two factors for subnormal results)."""
 
 import math
 
