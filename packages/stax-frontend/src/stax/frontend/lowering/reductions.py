@@ -154,7 +154,13 @@ def _var_mean(ctx, node, x, dims, correction, keepdim, unbiased=None, with_mean=
         n *= x.sizes[d]
     # (a symbolic count: max(n - correction, 0) as an index expression, evaluated per call)
     denom = max(n - correction, 0) if isinstance(n, int) else sympy.Max(n - correction, 0)
-    m2 = reduce(ctx, x, dl, keepdim, "welford_m2", acc)
+    if _two_pass(x, dl, n):
+        mean_keep, m2 = _mean_then_m2(ctx, x, dl, n, acc)
+        mean_v = mean_keep if keepdim else reshape(mean_keep, tuple(s for k, s in enumerate(x.sizes) if k not in dl))
+        m2 = m2 if keepdim else reshape(m2, mean_v.sizes)
+    else:
+        mean_v, m2 = None, reduce(ctx, x, dl, keepdim, "welford_m2", acc)
+
     def post(b, v):
         v = b.op("truediv", v, b.const(denom, acc))
         return b.op("sqrt", v) if sqrt else v
@@ -162,7 +168,37 @@ def _var_mean(ctx, node, x, dims, correction, keepdim, unbiased=None, with_mean=
     var_v = finish(ctx, m2, want, post)
     if not with_mean:
         return var_v, None
-    return var_v, finish(ctx, reduce(ctx, x, dl, keepdim, "welford_mean", acc), want)
+    if mean_v is None:
+        mean_v = reduce(ctx, x, dl, keepdim, "welford_mean", acc)
+    return var_v, finish(ctx, mean_v, want)
+
+
+# A CPU row of at most this many elements stays in L1 / L2 from one pass to the next: its variance is
+# then two plain sums (the mean, then the squared deviations from it), which the scheduler fuses into
+# one loop per row. Welford's per-element update (a division and a mean -> m2 dependence chain) made
+# the AVX2 layer norm of 8192 rows of 1024 take 4.7 ms where the two sums take 3.6 ms (C harness).
+TWO_PASS_MAX = 4096
+
+
+def _two_pass(x: TensorValue, dims: list, n) -> bool:
+    """Static, short, trailing rows on CPU (longer or strided rows: Welford, one pass over memory)."""
+    trailing = sorted(dims) == list(range(x.ndim - len(dims), x.ndim))
+    return x.device == "cpu" and isinstance(n, int) and 0 < n <= TWO_PASS_MAX and trailing
+
+
+def _mean_then_m2(ctx, x: TensorValue, dims: list, n: int, acc: dt.DType):
+    """(mean, sum of (x - mean)^2), both keepdim: the squared deviations from the exact row mean
+    (no E[x^2] - E[x]^2 cancellation)."""
+    b = ctx.builder
+    s = reduce(ctx, x, dims, True, "sum", acc)
+    mean = lazy(s.sizes, acc, x.device, lambda idx: b.op("truediv", s.load(idx), b.const(n, acc)))
+    me = expand(mean, x.sizes)
+
+    def sq_dev(b, v, idx):
+        d = b.op("sub", b.cast(v, acc), me.load(idx))
+        return b.op("mul", d, d)
+
+    return mean, reduce(ctx, x, dims, True, "sum", acc, sq_dev)
 
 
 def var_mean(ctx, node, x, dims=None, correction=None, keepdim=False, unbiased=None):
