@@ -194,46 +194,6 @@ def test_another_layout_at_the_same_address_runs_plainly():
     assert g.stats == {"plain": 2, "captures": 1, "replays": 1}
 
 
-def test_sizes_are_part_of_the_key():
-    """A symbolic-shape module's call takes its sizes too: a graph captured at one sizes tuple never
-    replays for another at the same input addresses."""
-    def scaled(args, sizes):
-        (x,) = args
-        args.clear()
-        return (x * sizes[0],)
-
-    x = torch.randn(4, 8)
-    g = GraphedCall(scaled, "t", backend=HostGraphs())
-    for s in (2, 2, 2, 3, 3, 3, 2):
-        got = g([x], (s,))
-        assert torch.equal(got[0], x * s), s
-        del got
-    assert g.stats == {"plain": 2, "captures": 2, "replays": 3}
-
-
-def test_a_symbolic_module_is_graphed_per_sizes(monkeypatch):
-    """A generated symbolic-shape module is graphed (dynamic-shape inference replays CUDA graphs): each
-    sizes tuple warms up, captures, then replays, and every call matches the interpreter at its sizes."""
-    import stax.gpu.graphs
-    from stax.ir import bind_graph
-    from test_symbolic import pointwise_graph, sized
-
-    on = "cuda" if ON_CUDA else "cpu"
-    monkeypatch.setattr(stax.gpu.graphs, "BACKEND", HostGraphs(device_type=on))
-    g = sized(pointwise_graph())
-    m = compile_schedule(build_schedule(g), config=config())
-    assert isinstance(m.call, GraphedCall)
-    for values in ((8, 16), (3, 5)):
-        bound = bind_graph(g, dict(zip(("s0", "s1"), values)))
-        flats, tensors = make_inputs(bound, seed=1)
-        ref = outputs(bound, interpret(bound, flats))
-        for _ in range(3):
-            got = m.call(list(tensors), values)
-            np.testing.assert_allclose(got[0].cpu().numpy(), ref[0], rtol=1e-5, atol=1e-6)
-            del got
-    assert m.call.stats == {"plain": 2, "captures": 2, "replays": 2}
-
-
 def test_an_output_in_an_input_s_memory_turns_graphs_off(xw):
     def in_place(args):
         x, w = args

@@ -35,7 +35,6 @@ kernels take about as long as its host work can be misjudged GPU-bound (config.p
 
 from __future__ import annotations
 
-import functools
 import logging
 import statistics
 import sys
@@ -161,17 +160,14 @@ class GraphedCall:
         self.stats = {"replays": 0, "captures": 0, "plain": 0}
         self.pools = pools  # graph_pools.PoolRegistry: instance k captures into its shared pool k; None: private
 
-    def __call__(self, args: list, sizes: tuple | None = None):
-        """`sizes`: a symbolic-shape module's size values (its call's second argument): part of the
-        key, since a capture bakes them in (kernel arguments, grids, allocations)."""
-        call = self.call if sizes is None else functools.partial(_sized, self.call, sizes)
+    def __call__(self, args: list):
         if self.disabled or self.backend.capturing():  # inside a user's capture: launches join it
             self.stats["plain"] += 1
-            return call(args)
-        key = tuple(a.data_ptr() for a in args) if sizes is None else (*(a.data_ptr() for a in args), *sizes)
+            return self.call(args)
+        key = tuple(a.data_ptr() for a in args)
         if self.gpu_bound and key in self.gpu_bound:  # (empty unless pdl: no lookup on the replay path)
             self.stats["plain"] += 1
-            return call(args)
+            return self.call(args)
         entry = self.entries.get(key)
         if entry is not None and entry.layouts == _layouts(args):
             for inst in entry.instances:
@@ -185,31 +181,31 @@ class GraphedCall:
                     return inst.hand_out()
             if len(entry.instances) >= self.max_instances:
                 self.stats["plain"] += 1
-                return call(args)
-            return self._capture(key, entry, args, call)
+                return self.call(args)
+            return self._capture(key, entry, args)
         n = self.seen.get(key, 0) + 1
         if n <= self.warmup or entry is not None:  # entry with other layouts: a plain call checks them
             self.seen[key] = n
             if len(self.seen) > 64 * self.max_keys:  # addresses that never repeat: forget them
                 self.seen.clear()
             self.stats["plain"] += 1
-            return call(args)
+            return self.call(args)
         if self.gpu_bound_ratio > 0:
             if len(self.probes.get(key, ())) < self.probe_calls:
-                return self._timed_call(key, args, call)
+                return self._timed_call(key, args)
             if self._is_gpu_bound(key, self.probes.pop(key)):
                 self.stats["plain"] += 1
-                return call(args)
+                return self.call(args)
         entry = _Entry(_layouts(args))
-        return self._capture(key, entry, args, call)
+        return self._capture(key, entry, args)
 
-    def _timed_call(self, key, args: list, call):
+    def _timed_call(self, key, args: list):
         """A plain call whose host and GPU time (with the key's other timed calls) decide whether to capture."""
         if key not in self.probes and len(self.probes) > 64 * self.max_keys:
             self.probes.clear()
         start = self.backend.mark()
         t0 = time.perf_counter()
-        outs = call(args)
+        outs = self.call(args)
         host = time.perf_counter() - t0
         self.probes.setdefault(key, []).append((start, self.backend.mark(), host))
         self.stats["plain"] += 1
@@ -232,25 +228,25 @@ class GraphedCall:
                  ",".join(hex(p) for p in key), gpu * 1e6, host * 1e6, len(probes))
         return True
 
-    def _capture(self, key, entry: _Entry, args: list, call):
+    def _capture(self, key, entry: _Entry, args: list):
         if self.errors:
             self.errors.begin()  # raise what an earlier call flagged here, not inside the capture
         host = [k for k, a in enumerate(args) if a.device.type != self.backend.device_type]
         if host:  # a CPU scalar (attention RNG state) is read by the host when launching: a replay would reuse it
-            return self._disable(f"inputs {host} are on the host (a graph would keep their first values)", args, call)
+            return self._disable(f"inputs {host} are on the host (a graph would keep their first values)", args)
         inputs = {a.untyped_storage().data_ptr() for a in args}
         pool = None
         if self.pools is not None:
             pool = self.pools.pool(self.backend, args[0].device if args else "", len(entry.instances))
             pool.sweep()
         try:
-            handle, outs = self.backend.capture(call, list(args), pool=None if pool is None else pool.handle)
+            handle, outs = self.backend.capture(self.call, list(args), pool=None if pool is None else pool.handle)
         except Exception as e:  # noqa: BLE001 - a capture failure costs the graphs, never the call
-            return self._disable(f"capture failed ({type(e).__name__}: {e})", args, call)
+            return self._disable(f"capture failed ({type(e).__name__}: {e})", args)
         if not all(isinstance(o, torch.Tensor) for o in outs):
-            return self._disable("an output is not a tensor", args, call)
+            return self._disable("an output is not a tensor", args)
         if any(o.untyped_storage().data_ptr() in inputs for o in outs):
-            return self._disable("an output shares an input's memory", args, call)
+            return self._disable("an output shares an input's memory", args)
         result = list(outs)
         del outs  # the baseline counts below must see only this module's own references
         inst = _Instance(handle, result, pool)
@@ -269,13 +265,9 @@ class GraphedCall:
         self.backend.replay(inst.handle)  # capture recorded the kernels without running them
         return inst.hand_out()
 
-    def _disable(self, why: str, args: list, call):
+    def _disable(self, why: str, args: list):
         self.disabled = why
         self.entries.clear()
         log.info("%s: CUDA graphs off: %s", self.name, why)
         self.stats["plain"] += 1
-        return call(args)
-
-
-def _sized(call, sizes: tuple, args: list):
-    return call(args, sizes)
+        return self.call(args)
