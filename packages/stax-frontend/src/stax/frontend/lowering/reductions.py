@@ -134,7 +134,8 @@ def var(ctx, node, x, dims=None, correction=None, keepdim=False, unbiased=None):
 
 def _var_mean(ctx, node, x, dims, correction, keepdim, unbiased=None, with_mean=True, sqrt=False):
     """One Welford reduction: its m2 output (and its mean output when wanted) — the
-    codegens keep a single (mean, m2, count) accumulator for both buffers.
+    codegens keep a single (mean, m2, count) accumulator for both buffers; short static
+    CPU rows: two sums (`_two_pass`).
     var = m2 / max(n - correction, 0), as eager (n - correction <= 0 gives inf / NaN).
     `sqrt`: the standard deviation, its root taken in the accumulator type before the one
     rounding to x's type, as eager (a float16 variance past 65504 is inf, its root is not)."""
