@@ -77,11 +77,12 @@ def test_reduce_size_zero_dim():
 
 
 def test_var_mean_of_long_or_outer_rows_is_one_welford_reduction():
-    """var_mean over rows longer than TWO_PASS_MAX, or over a non-trailing dim, lowers to the m2 and
+    """var_mean over rows longer than the CPU target's two_pass_row, or over a non-trailing dim, is the m2 and
     mean outputs of one Welford reduction: two Reduction buffers over the same value, one accumulator."""
-    from stax.frontend.lowering.reductions import TWO_PASS_MAX
+    from stax.frontend.targets import TARGETS
 
-    for fn, x in ((lambda a: torch.var_mean(a, -1, correction=2), make(torch.float32, (3, TWO_PASS_MAX + 1))),
+    row = TARGETS["cpu"].two_pass_row + 1
+    for fn, x in ((lambda a: torch.var_mean(a, -1, correction=2), make(torch.float32, (3, row))),
                   (lambda a: torch.var_mean(a, 0, correction=2), make(torch.float32, SHAPE))):
         torch._dynamo.reset()
         with config.patch(debug=True, debug_dir=_tmp()) as cfg:
@@ -95,14 +96,14 @@ def test_var_mean_of_short_rows_is_two_sums(offset):
     """A short trailing row's var_mean is two sums, the mean and then the squared deviations from it
     (no Welford), and as accurate as eager's on rows far from zero (no E[x^2] - E[x]^2 cancellation).
     (STAX_TEST_DYNAMIC=1: the row length is a symbol, so Welford.)"""
+    if DYNAMIC and offset:
+        pytest.skip("a symbolic row is one Welford reduction: its float lanes keep ~1e-4 of a far-from-zero "
+                    "row's variance (stax-cpu README, reductions)")
     x = make(torch.float32, (4, 1024)) + offset
     with config.patch(debug=True, debug_dir=_tmp()) as cfg:
         check(lambda a: (torch.var_mean(a, -1, correction=2), a.std(-1, keepdim=True)), x)
     ir = _ir(cfg.debug_dir)
     assert DYNAMIC or "welford" not in ir and ir.count("Reduction(") >= 2 and "sum" in ir, ir
-    if DYNAMIC and offset:
-        pytest.skip("a symbolic row is one Welford reduction: its float lanes keep ~1e-4 of a far-from-zero "
-                    "row's variance (stax-cpu README, reductions)")
     got = run_stax(lambda a: torch.var(a, -1), x)
     exact = x.double().var(-1)
     assert ((got.double() - exact).abs() <= 1e-5 * exact + 1e-6).all(), (got, exact)

@@ -31,6 +31,9 @@ class Target:
     conv_bias_grad: bool  # convolution_backward's bias gradient is a Stax reduction, not ATen's (conv_layout.py)
     scan_acc_float64: bool  # float32 scans accumulate in float64 (ATen's CPU accumulate type)
     atomic_add: Callable[[dt.DType], bool]  # an accumulating scatter into this dtype is supported
+    # a var / var_mean over a static trailing row of at most this many elements is two sums (the mean,
+    # then the squared deviations) instead of one Welford reduction; 0: always Welford (lowering/reductions.py)
+    two_pass_row: int
     wrapper_names: Callable[[], tuple]  # (names, prefixes) its generated wrapper binds: IR inputs avoid them
 
 
@@ -71,10 +74,10 @@ def _gpu_atomic_add(d: dt.DType) -> bool:
 
 TARGETS: dict[str, Target] = {
     CPU: Target(CPU, "cpu", lambda cfg: cfg.cpu_costs, _cpu_policy, channels_last_convs=True, packs_weights=True,
-                conv_bias_grad=False, scan_acc_float64=True, atomic_add=lambda d: True,
+                conv_bias_grad=False, scan_acc_float64=True, atomic_add=lambda d: True, two_pass_row=4096,
                 wrapper_names=_cpu_wrapper_names),
     GPU: Target(GPU, "cuda", lambda cfg: cfg.gpu_costs, _gpu_policy, channels_last_convs=True, packs_weights=False,
-                conv_bias_grad=True, scan_acc_float64=False, atomic_add=_gpu_atomic_add,
+                conv_bias_grad=True, scan_acc_float64=False, atomic_add=_gpu_atomic_add, two_pass_row=0,
                 wrapper_names=_gpu_wrapper_names),
 }
 

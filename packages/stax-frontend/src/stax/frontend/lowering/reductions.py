@@ -35,9 +35,12 @@ def reduce(ctx, x: TensorValue, dims, keepdim: bool, rtype: str, acc: dt.DType, 
         v = value_fn(b, v, idx)
     v = b.cast(v, acc)
     buf = ctx.reduction_buffer(out_keep, tuple(x.sizes[d] for d in dims), rtype, v)
-    if keepdim:
-        return buf
-    return reshape(buf, tuple(s for k, s in enumerate(x.sizes) if k not in dims))
+    return buf if keepdim else reshape(buf, _without(x.sizes, dims))
+
+
+def _without(sizes, dims) -> tuple:
+    """`sizes` less the reduced `dims` (a keepdim result's shape without them)."""
+    return tuple(s for k, s in enumerate(sizes) if k not in dims)
 
 
 def _acc_dtype(d: dt.DType) -> dt.DType:
@@ -155,10 +158,10 @@ def _var_mean(ctx, node, x, dims, correction, keepdim, unbiased=None, with_mean=
         n *= x.sizes[d]
     # (a symbolic count: max(n - correction, 0) as an index expression, evaluated per call)
     denom = max(n - correction, 0) if isinstance(n, int) else sympy.Max(n - correction, 0)
-    if _two_pass(x, dl, n):
-        mean_keep, m2 = _mean_then_m2(ctx, x, dl, n, acc)
-        mean_v = mean_keep if keepdim else reshape(mean_keep, tuple(s for k, s in enumerate(x.sizes) if k not in dl))
-        m2 = m2 if keepdim else reshape(m2, mean_v.sizes)
+    if _two_pass(ctx, x, dl, n):
+        mean_v, m2 = _mean_then_m2(ctx, x, dl, n, acc)
+        if not keepdim:
+            mean_v, m2 = reshape(mean_v, _without(x.sizes, dl)), reshape(m2, _without(x.sizes, dl))
     else:
         mean_v, m2 = None, reduce(ctx, x, dl, keepdim, "welford_m2", acc)
 
@@ -174,17 +177,13 @@ def _var_mean(ctx, node, x, dims, correction, keepdim, unbiased=None, with_mean=
     return var_v, finish(ctx, mean_v, want)
 
 
-# A CPU row of at most this many elements stays in L1 / L2 from one pass to the next: its variance is
-# then two plain sums (the mean, then the squared deviations from it), which the scheduler fuses into
-# one loop per row. Welford's per-element update (a division and a mean -> m2 dependence chain) made
-# the AVX2 layer norm of 8192 rows of 1024 take 4.7 ms where the two sums take 3.6 ms (C harness).
-TWO_PASS_MAX = 4096
-
-
-def _two_pass(x: TensorValue, dims: list, n) -> bool:
-    """Static, short, trailing rows on CPU (longer or strided rows: Welford, one pass over memory)."""
+def _two_pass(ctx, x: TensorValue, dims: list, n) -> bool:
+    """A static trailing row of at most the target's `two_pass_row` elements (4096 on CPU: it stays in
+    L1 / L2 from one pass to the next, and the two sums fuse into one loop per row, where Welford's
+    per-element division and mean -> m2 chain made an AVX2 layer norm of 8192 rows of 1024 take
+    4.7-5.0 ms against 3.5-4.0 ms in a C harness). Longer, strided or symbolic rows: Welford."""
     trailing = sorted(dims) == list(range(x.ndim - len(dims), x.ndim))
-    return x.device == "cpu" and isinstance(n, int) and 0 < n <= TWO_PASS_MAX and trailing
+    return isinstance(n, int) and 0 < n <= ctx.target_info.two_pass_row and trailing
 
 
 def _mean_then_m2(ctx, x: TensorValue, dims: list, n: int, acc: dt.DType):
@@ -237,7 +236,7 @@ def logsumexp(ctx, node, x, dims, keepdim=False):
     if keepdim:
         return out
     dl = dims_arg(dims, x.ndim)
-    return reshape(out, tuple(n for k, n in enumerate(x.sizes) if k not in dl))
+    return reshape(out, _without(x.sizes, dl))
 
 
 LOWERINGS = table(REDUCTION, {
