@@ -57,6 +57,9 @@ def run_model(name: str, preset: str, lengths: list[int], batches: list[int], ro
               device: str = "cpu", sync=lambda: None):
     """`device` / `sync`: where the model and inputs live and how to wait for it (benchmarks/gpu/dynamic_seq.py
     runs this on cuda)."""
+    from stax.frontend import metrics
+
+    failed_before = metrics.snapshot().graphs_failed
     sample = R.build(name, preset, device)
     fn, _, model = R.program(sample, train=False, device=device)
     vocab = model.config.vocab_size
@@ -80,7 +83,8 @@ def run_model(name: str, preset: str, lengths: list[int], batches: list[int], ro
             print(f"{name} batch {batch} x {length}: " + ", ".join(f"{a} {1e3 * v:.2f} ms" for a, v in med.items())
                   + "; graphs so far " + ", ".join(f"{a} {c.graphs}" for a, c in counters.items()), flush=True)
     return {"model": name, "shape": sample.shape, "rows": rows,
-            "graphs": {a: c.graphs for a, c in counters.items()}}
+            "graphs": {a: c.graphs for a, c in counters.items()},
+            "stax_failed": metrics.snapshot().graphs_failed - failed_before}
 
 
 def markdown(results: list[dict], args, device: str = "CPU", script: str = "benchmarks/cpu/dynamic_seq.py",
@@ -94,7 +98,8 @@ def markdown(results: list[dict], args, device: str = "CPU", script: str = "benc
              "symbolic-size kernels; `stax static` compiles each size.", ""]
     for res in results:
         lines += [f"## {res['model']} ({res['shape'].split(' x ')[0]} at the preset; here the sizes below)", "",
-                  "graphs compiled over all sizes: " + ", ".join(f"{a} {n}" for a, n in res["graphs"].items()), "",
+                  "graphs compiled over all sizes: " + ", ".join(f"{a} {n}" for a, n in res["graphs"].items())
+                  + f"; stax graphs that failed to compile and ran eagerly: {res.get('stax_failed', 0)}", "",
                   "| batch x length | eager ms | stax dynamic | stax static | inductor dynamic | "
                   "stax dyn / static | first call s (stax dyn, static, inductor dyn) |",
                   "|---|---|---|---|---|---|---|"]

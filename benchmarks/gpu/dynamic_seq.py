@@ -1,8 +1,8 @@
 """Dynamic shapes on the GPU (issue 23, stax.gpu): benchmarks/cpu/dynamic_seq.py's arms on cuda.
 
-eager; stax `dynamic=True` (stax.gpu's symbolic-size Triton kernels: one compile for all sizes, no CUDA
-graphs); stax static (a compile per size, replayed as CUDA graphs); Inductor `dynamic=True`. Times are
-medians of interleaved rounds with a device synchronization around each sample.
+eager; stax `dynamic=True` (stax.gpu's symbolic-size Triton kernels: one compile for all sizes, CUDA graphs
+keyed by sizes and input addresses); stax static (a compile per size, replayed as CUDA graphs); Inductor
+`dynamic=True`. Times are medians of interleaved rounds with a device synchronization around each sample.
 
     python -m benchmarks.gpu.dynamic_seq --models bert,gpt2 --lengths 17,33,64,128,256,512 --batches 1,8,32
     python -m benchmarks.gpu.dynamic_seq --out benchmarks/results/gpu-dynamic-seq.md

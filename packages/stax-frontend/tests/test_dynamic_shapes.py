@@ -223,6 +223,45 @@ def test_views_with_symbolic_products():
     _check_dynamic(f, args)
 
 
+def test_pad_by_a_symbolic_amount():
+    """On cuda the memory-efficient sdpa pads its bias to a multiple of 8 and slices it back: a pad of
+    `8 - s % 8` columns. It failed the graph on cuda (a symbolic comparison in constant_pad), so dynamic
+    GPT-2 ran eagerly there."""
+    def f(x):
+        n = x.shape[-1]
+        bias = F.pad(x, (0, 8 - n % 8))[..., :n]  # the sdpa pattern
+        return bias * 2 + F.pad(x, (n % 3, 1), value=-1.0)[..., 1:n + 1] + F.pad(x, (0, -(n % 2)))[..., :1]
+
+    _check_dynamic(f, lambda shape, k: _one((3, shape[0], shape[1] + 1), k))
+
+
+def test_a_library_call_sees_a_padded_view_as_eager_does():
+    """cuda's memory-efficient sdpa needs its bias's row strides a multiple of 4 floats: torch pads the
+    bias to a multiple of 8 columns and passes a view. Its traced strides (`Max(1, n - n % 8 + 8)` in
+    torch's spelling) are the realized ones, so the call gets that view, not a dense copy (the dense
+    copy made dynamic GPT-2 fail on cuda: "attn_bias is not correctly aligned")."""
+    seen = []
+
+    @torch.library.custom_op("stax_test::row_strides", mutates_args=())
+    def row_strides(x: torch.Tensor) -> torch.Tensor:
+        seen.append(x.stride())
+        return x.sum(-1)
+
+    row_strides.register_fake(lambda x: x.new_empty(x.shape[:-1]))
+
+    def f(x):
+        n = x.shape[-1]
+        return row_strides(F.pad(x * 2, (0, 8 - n % 8))[..., :n])
+
+    for n in (17, 30):
+        x = _inputs((2, 3, n, n), n)
+        ref = f(x)
+        want = seen.pop()
+        assert_same(torch.compile(f, backend="stax", dynamic=True)(x), ref)
+        assert seen.pop() == want  # (2, 3, n, n) with rows of n - n % 8 + 8
+    assert metrics.snapshot().graphs_failed == 0
+
+
 def _capture_compiled(monkeypatch):
     """The CompiledGraph objects the backend returns to AOTAutograd."""
     from stax.frontend import aot

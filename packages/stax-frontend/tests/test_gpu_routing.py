@@ -268,11 +268,11 @@ def check_model_calls(name: str, device, calls: int = 4) -> None:
 
 
 @interpret
-@pytest.mark.parametrize("name", ["mlp", "cnn", "encoder"])
+@pytest.mark.parametrize("name", ["mlp", "cnn", "encoder", "gpt"])
 def test_model_calls_through_host_graphs(monkeypatch, name):
-    """check_model_calls with every stax.gpu module graphed by HostGraphs. Not gpt: its embedding
-    checks indices with an error flag, read synchronously under the interpreter, so that module
-    is never graphed here (test_cuda runs all four models)."""
+    """check_model_calls with every stax.gpu module graphed by HostGraphs (test_cuda runs them with real
+    graphs). gpt's embedding checks indices with an error flag, read synchronously under the
+    interpreter: graphed too, the flag read after each replay."""
     import stax.gpu.graphs
     from stax.gpu.host_graphs import HostGraphs
 

@@ -194,6 +194,46 @@ def test_another_layout_at_the_same_address_runs_plainly():
     assert g.stats == {"plain": 2, "captures": 1, "replays": 1}
 
 
+def test_sizes_are_part_of_the_key():
+    """A symbolic-shape module's call takes its sizes too: a graph captured at one sizes tuple never
+    replays for another at the same input addresses."""
+    def scaled(args, sizes):
+        (x,) = args
+        args.clear()
+        return (x * sizes[0],)
+
+    x = torch.randn(4, 8)
+    g = GraphedCall(scaled, "t", backend=HostGraphs())
+    for s in (2, 2, 2, 3, 3, 3, 2):
+        got = g([x], (s,))
+        assert torch.equal(got[0], x * s), s
+        del got
+    assert g.stats == {"plain": 2, "captures": 2, "replays": 3}
+
+
+def test_a_symbolic_module_is_graphed_per_sizes(monkeypatch):
+    """A generated symbolic-shape module is graphed (dynamic-shape inference replays CUDA graphs): each
+    sizes tuple warms up, captures, then replays, and every call matches the interpreter at its sizes."""
+    import stax.gpu.graphs
+    from stax.ir import bind_graph
+    from test_symbolic import pointwise_graph, sized
+
+    on = "cuda" if ON_CUDA else "cpu"
+    monkeypatch.setattr(stax.gpu.graphs, "BACKEND", HostGraphs(device_type=on))
+    g = sized(pointwise_graph())
+    m = compile_schedule(build_schedule(g), config=config())
+    assert isinstance(m.call, GraphedCall)
+    for values in ((8, 16), (3, 5)):
+        bound = bind_graph(g, dict(zip(("s0", "s1"), values)))
+        flats, tensors = make_inputs(bound, seed=1)
+        ref = outputs(bound, interpret(bound, flats))
+        for _ in range(3):
+            got = m.call(list(tensors), values)
+            np.testing.assert_allclose(got[0].cpu().numpy(), ref[0], rtol=1e-5, atol=1e-6)
+            del got
+    assert m.call.stats == {"plain": 2, "captures": 2, "replays": 2}
+
+
 def test_an_output_in_an_input_s_memory_turns_graphs_off(xw):
     def in_place(args):
         x, w = args
@@ -268,6 +308,57 @@ def test_flagged_errors_are_raised_before_capture_and_before_replay(xw):
     assert g.stats["captures"] == 1 and g.stats["replays"] == 1
 
 
+@pytest.mark.skipif(ON_CUDA, reason="the interpreter's flag: on cuda test_cuda runs models with integer gathers")
+def test_a_synchronously_flagged_module_is_graphed_and_raises_after_a_replay(monkeypatch):
+    """An integer gather's bounds check cannot poison its lanes, so its module reads the error flag
+    at the end of each call (a host sync). Graphed, the capture holds that read and GraphedCall
+    reads the flag after each replay: in-range calls replay, an out-of-range index raises in the
+    call that read it, and the module replays again afterwards."""
+    import stax.gpu.graphs
+    from stax.gpu.compile import generated_module
+    from test_indirect import compile_embedding
+
+    monkeypatch.setattr(stax.gpu.graphs, "BACKEND", HostGraphs())
+    m = compile_embedding(torch_i64())
+    assert generated_module(m).ERRORS.sync and isinstance(m.call, GraphedCall)
+    table = torch.arange(40, dtype=torch.int64).reshape(10, 4)
+    idx = torch.tensor([0, 3, 9, 4, 2, 1, 0])
+    for _ in range(3):
+        assert torch.equal(m.call([table, idx])[0], table[idx])
+    idx[3] = 10
+    with pytest.raises(IndexError, match="out of bounds reading table"):
+        m.call([table, idx])
+    idx[3] = 5
+    assert torch.equal(m.call([table, idx])[0], table[idx])
+    assert m.call.stats == {"plain": 1, "captures": 1, "replays": 3}
+
+
+@pytest.mark.skipif(not ON_CUDA, reason="a real CUDA graph capture")
+def test_a_failed_capture_leaves_eager_random_ops_working():
+    """A host read inside the capture (an .item()) makes the capture fail: the call runs plainly,
+    graphs go off for the module, and eager random ops still work afterwards (a failed capture
+    left torch's generator 'capturing': "Offset increment outside graph capture")."""
+    x = torch.randn(4, 8, device="cuda")
+
+    def reads_host(args):
+        (a,) = args
+        args.clear()
+        return (a * float(a.sum().item()),)
+
+    g = GraphedCall(reads_host, "t")
+    for _ in range(3):
+        torch.testing.assert_close(g([x])[0], x * float(x.sum()))
+    assert g.disabled.startswith("capture failed")
+    torch.randn(3, device="cuda")
+    torch.nn.functional.dropout(x, 0.5, training=True)
+
+
+def torch_i64():
+    from stax.ir import dtypes as dt
+
+    return dt.int64
+
+
 def wrapper_graph(n=8, m=16):
     b0 = pw("buf0", (n, m), op("mul", load("x", m * i0 + i1, f32), load("x", m * i0 + i1, f32)))
     b1 = red("buf1", (n,), (m,), "sum", load("buf0", m * i0 + r0, f32))
@@ -310,18 +401,13 @@ class _Plan:
 
 def test_which_modules_are_graphed():
     cuda = config(interpret=False, device="cuda")
-    assert why_not_graphed(cuda, [_Plan("pointwise")], ()) is None
-    assert why_not_graphed(cuda, [_Plan(EXTERN_FORM)], ()) is None  # a library call (mm, conv) is captured
-    assert why_not_graphed(cuda, [_Plan(EXTERN_FORM, fallback=True)], ()) == (
+    assert why_not_graphed(cuda, [_Plan("pointwise")]) is None
+    assert why_not_graphed(cuda, [_Plan(EXTERN_FORM)]) is None  # a library call (mm, conv) is captured
+    assert why_not_graphed(cuda, [_Plan(EXTERN_FORM, fallback=True)]) == (
         "it calls fallback ATen ops (any of which may synchronize)")
-    assert why_not_graphed(cuda.with_(cuda_graphs=False), [], ()) == "off"
-    assert why_not_graphed(config(interpret=True, device="cpu"), [], ()) == "not a cuda module"
-
-    class SyncFlag:
-        sync = True
-
-    assert why_not_graphed(cuda, [], SyncFlag()) == "its error flag is read synchronously"
-    assert why_not_graphed(cuda, [], (), 3 * 2**30) == "it allocates 3072 MiB per call (cuda_graph_max_bytes 1024 MiB)"
+    assert why_not_graphed(cuda.with_(cuda_graphs=False), []) == "off"
+    assert why_not_graphed(config(interpret=True, device="cpu"), []) == "not a cuda module"
+    assert why_not_graphed(cuda, [], 3 * 2**30) == "it allocates 3072 MiB per call (cuda_graph_max_bytes 1024 MiB)"
 
 
 def test_modules_that_allocate_much_are_not_graphed(monkeypatch):

@@ -215,6 +215,24 @@ def test_bounded_sizes_index_in_32_bits_and_are_checked():
         module.call([x, t], (5000, 2))
 
 
+def test_gathers_by_the_loop_index_need_no_check():
+    """GPT-2's causal mask under dynamic shapes gathers rows of an (s0,)-long buffer by the wrapped loop
+    index `where(i < 0, i + s0, i)` over i in 0..s0-1, and BERT's position ids index a 512-row table by
+    i over s0 <= 512: both provably in range (symbolic bounds, the size ranges), so no error flag (it
+    was read synchronously, which kept such modules out of CUDA graphs)."""
+    T0, T1 = var("t", 0), var("t", 1)
+    v = cast(index_value(i0), i64)
+    wrapped = op("where", op("lt", v, const(0, i64)), op("add", v, index_value(s0)), v)
+    ids = load("ids", T0, i64, indirect=((T0, wrapped, s0),))
+    row = load("table", 4 * T1 + i1, f32, indirect=((T1, ids, 512),))  # data: this one keeps its check
+    pos = load("pos", 4 * T0 + i1, f32, indirect=((T0, v, 512),))
+    out = pw("buf0", (s0, 4), op("add", row, pos))
+    g = Graph((inp("ids", (s0,), i64), inp("table", (512, 4)), inp("pos", (512, 4))), (out,), ("buf0",))
+    module = run_sizes(sized(g, SizeVars.of(s0=(2, 512, 8))), sizes=[(8,), (3,), (300,)], ids=(0, 512))
+    src = kernel_src(module, "triton_poi_fused_0")
+    assert src.count("triton_helpers.flag_error") == 1 and "reading table" in str(generated_module(module).ERRORS.table)
+
+
 def test_sizes_are_required():
     module = compile_schedule(build_schedule(sized(pointwise_graph())), config=config())
     x, t = make_inputs(bind_graph(sized(pointwise_graph()), {"s0": 4, "s1": 3}))[1]
@@ -286,12 +304,20 @@ def test_pointwise_split_into_symbolic_rows_raises_unsupported():
         compile_schedule(build_schedule(g), config=config())
 
 
-def test_same_results_as_the_static_compile():
-    """At one size, the symbolic module and the static module of the bound graph agree bit for bit."""
+@pytest.mark.parametrize("cols", [13, 37])
+def test_same_results_as_the_static_compile(cols):
+    """At one size, the symbolic module and the static module of the bound graph agree bit for bit where
+    both sum a row in one block (13 columns: the symbolic module's persistent variant, R0_BLOCK 16, and the
+    static kernel's). A row longer than that variant's block goes to the looped variant, which adds in
+    another order than the static kernel's single block (on cuda 72 of 259 values were 1 ulp apart at 37
+    columns): there, within float32 rounding."""
     g = sized(softmax_graph(s0, s1))
-    bound = bind_graph(g, {"s0": 7, "s1": 37})
+    bound = bind_graph(g, {"s0": 7, "s1": cols})
     flats, tensors = make_inputs(bound, seed=3)
     cfg = config(**SMALL, **LOOPED)
-    dyn = compile_schedule(build_schedule(g), config=cfg).call(list(tensors), (7, 37))
+    dyn = compile_schedule(build_schedule(g), config=cfg).call(list(tensors), (7, cols))
     static = compile_schedule(build_schedule(bound), config=cfg).call(list(tensors))
-    np.testing.assert_array_equal(as_numpy(dyn[0]), as_numpy(static[0]))
+    if cols <= 16:
+        np.testing.assert_array_equal(as_numpy(dyn[0]), as_numpy(static[0]))
+    else:
+        np.testing.assert_allclose(as_numpy(dyn[0]), as_numpy(static[0]), rtol=1e-6, atol=0)

@@ -49,3 +49,23 @@ def test_slice_and_select_with_ranges():
     assert IV.select_map((s0, s1), 1, -1)[1]((size_var("v"),)) == (size_var("v"), s1 - 1)
     with pytest.raises(NotImplementedError):
         IV.select_map((s0,), 0, 5)  # s0 >= 1 only: index 5 may be out of range
+
+
+@pytest.mark.parametrize("n", [5, 8, 13])
+def test_constant_pad_by_symbolic_amounts(n):
+    """constant_pad with pads that are expressions of a size (cuda's sdpa pads its bias by `8 - s % 8`),
+    bound at a size, against numpy: the symbolic form decides no comparison it cannot prove."""
+    import numpy as np
+    from irtestlib import run_pointwise
+    from stax.ir import dtypes as dt
+    from stax.ir import load
+    from stax.ir.expr import map_indices
+    from stax.ir.index import ModularIndexing
+
+    pads = ((0, 0), (0, 8 - ModularIndexing(s0, 1, 8)))
+    v = IV.constant_pad(lambda ix: load("x", s0 * ix[0] + ix[1], dt.float32), (2, s0), pads, -1.0, dt.float32)
+    x = np.arange(2 * n, dtype=np.float32).reshape(2, n)
+    width = n + 8 - n % 8
+    at_n = lambda e: e.xreplace({s0: n}) if isinstance(e, sympy.Basic) else e  # noqa: E731
+    out = run_pointwise(map_indices(v, at_n, bounds=at_n), (2, width), {"x": (x, dt.float32)})
+    np.testing.assert_array_equal(out, np.pad(x, ((0, 0), (0, width - n)), constant_values=-1.0))

@@ -12,6 +12,7 @@ from stax.ir.index_printer import evaluate
 from stax.ir.interpreter import index_grid
 from stax.ir.value_ranges import (
     _MIRROR,
+    INF,
     ValueRange,
     bound_index,
     bound_value,
@@ -167,3 +168,30 @@ def test_where_refinement_contains_every_value(v, k, shift, cmp, mirrored, sizes
     r = bound_value(w, dict(zip((i0, i1), sizes)))
     vals = np.asarray(run_pointwise(w, sizes, {}), dtype=np.int64)
     assert r.lo <= vals.min() and vals.max() <= r.hi, f"{w}: {r} vs [{vals.min()}, {vals.max()}]"
+
+
+def test_checks_against_symbolic_bounds():
+    """A symbolic-shape graph indexes a buffer of s0 rows by values of a loop over 0..s0-1 (a causal
+    mask's arange, a wrapped negative index): the checks are proven against the symbolic bound, with
+    the size symbols' ranges, unbounded above or not; what may leave the bound keeps its check."""
+    s0 = sympy.Symbol("s0", integer=True, positive=True)
+    i64 = dt.int64
+    one = const(1, i64)
+    v = cast(index_value(i0), i64)
+    wrapped = op("where", op("lt", v, const(0, i64)), op("add", v, index_value(s0)), v)
+    for hi in (512, INF):
+        r = {i0: s0, i1: 4, s0: ValueRange(2, hi)}
+        assert not bounds_check_needed(v, s0, r)
+        assert not bounds_check_needed(wrapped, s0, r)
+        assert not bounds_check_needed(op("sub", index_value(s0 - 1), v), s0, r)  # reversed
+        assert not bounds_check_needed(op("add", v, one), s0 + 1, r)
+        # 2 * i0 may wrap int64 where s0 is unbounded: proven only with the range's bound
+        assert bounds_check_needed(op("mul", v, const(2, i64)), 2 * s0 - 1, r) == (hi == INF)
+        assert bounds_check_needed(op("add", v, one), s0, r)
+        assert bounds_check_needed(v, s0 - 1, r)
+        assert bounds_check_needed(op("mul", v, const(2, i64)), 2 * s0 - 2, r)
+        assert bounds_check_needed(op("sub", v, one), s0, r)  # -1 at i0 = 0
+        assert bounds_check_needed(load("ids", i0, i64), s0, r)  # data
+    r = {i0: s0, s0: ValueRange(2, 512)}
+    assert not bounds_check_needed(v, 512, r) and bounds_check_needed(v, 511, r)  # the range's bound
+    assert bounds_check_needed(v, s0, {i0: 2 * s0, s0: ValueRange(2, 512)})  # a longer loop

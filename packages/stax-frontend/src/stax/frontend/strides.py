@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from stax.ir.index import contiguous_strides
+from stax.ir.sizevars import provably_equal
 
 
 def is_dense(sizes, strides, key=None) -> bool:
@@ -37,7 +38,8 @@ def meta_strides(val) -> tuple:
 
 
 def same_view(sizes, strides, sizes2, strides2) -> bool:
-    """Equal as views: strides of size-1 dims do not matter."""
-    return tuple(sizes) == tuple(sizes2) and all(
-        n == 1 or a == b for n, a, b in zip(sizes, strides, strides2)
+    """Equal as views: strides of size-1 dims do not matter; symbolic ones compare as expressions
+    (a realized `s*(s - s % 8 + 8)` is the traced `s**2 - s*(s % 8) + 8*s`)."""
+    return len(sizes) == len(sizes2) and all(provably_equal(a, b) for a, b in zip(sizes, sizes2)) and all(
+        n == 1 or provably_equal(a, b) for n, a, b in zip(sizes, strides, strides2)
     )

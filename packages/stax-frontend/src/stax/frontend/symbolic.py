@@ -203,10 +203,25 @@ class Symbols:
         if isinstance(e, _MODS):  # torch's Mod (nonnegative operands) and PythonMod: Python's a % m either way
             return ModularIndexing(args[0], 1, args[1])
         if isinstance(e, (TF.Max, sympy.Max)):
-            return sympy.Max(*args)
+            return self._extreme(sympy.Max, args)
         if isinstance(e, (TF.Min, sympy.Min)):
-            return sympy.Min(*args)
+            return self._extreme(sympy.Min, args)
         raise GraphUnsupported(f"size expression {e} ({type(e).__name__}) has no stax.ir form", cause="symbolic shapes")
+
+
+    def _extreme(self, f, args):
+        """Max / Min of `args` without those the size ranges prove never win: torch writes a stride as
+        `Max(1, n)`, and an extern given a padded view (cuda sdpa's bias, `n - n % 8 + 8` wide) compared
+        its realized strides with that form, found them different and was passed a dense copy."""
+        ranges = self.value_ranges()
+        sign = 1 if f is sympy.Max else -1
+        out = args[0]
+        for a in args[1:]:
+            if provably_nonnegative(sign * (a - out), ranges) and not provably_nonnegative(sign * (out - a), ranges):
+                out = a  # (a wins everywhere)
+            elif not provably_nonnegative(sign * (out - a), ranges):
+                out = f(out, a)  # (either may win)
+        return out
 
 
 _MODS = tuple({sympy.Mod, getattr(TF, "Mod", sympy.Mod), getattr(TF, "PythonMod", sympy.Mod)})  # torch's own Mod

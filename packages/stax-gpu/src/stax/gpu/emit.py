@@ -230,7 +230,7 @@ class Emitter:
             return self.forward(ld, p, q)
         idx = self.plan.simplify(ld.index.xreplace(p.subs))
         value_mask = memo[id(ld.mask)] if ld.mask is not None else None
-        needed = indirect_checks_needed(ld, _node_ranges(p.node)) if ld.indirect else ()
+        needed = indirect_checks_needed(ld, {**self.plan.size_ranges, **_node_ranges(p.node)}) if ld.indirect else ()
         in_range = []  # checked indices: an out-of-range one reads NaN (the flag may raise a call later)
         for (sym, v, bound), need in zip(ld.indirect, needed):
             iv = self.tensor(memo[id(v)])
@@ -367,7 +367,8 @@ def _bound(bound) -> str:
 
 
 def _node_ranges(node) -> dict:
-    """Loop variable sizes of a node (for value-range proofs of its indirect indices)."""
+    """Loop variable sizes of a node (for value-range proofs of its indirect indices, beside the size
+    symbols' ranges: a symbolic extent is bounded by them)."""
     body = node.body
     out = {v: s for v, s in zip(pointwise_vars(len(body.ranges)), body.ranges)}
     if isinstance(body, Reduction):

@@ -18,9 +18,11 @@ later capture reuses what an earlier one freed, as plain calls do: a graphed tra
 keeps about a plain step's memory, not the sum of its graphs' peaks. An instance then replays
 only while every instance captured after it into its pool is idle too (graph_pools's rule).
 
-Modules that call fallback ATen ops (any may synchronize), read their error flag
-synchronously, or return memory they did not allocate (an output reusing an input's
-storage) are not graphed; lowered extern kernels (matmuls, convolutions) are captured.
+Modules that call fallback ATen ops (any may synchronize) or return memory they did not
+allocate (an output reusing an input's storage) are not graphed; lowered extern kernels
+(matmuls, convolutions) are captured. A module whose error flag is read synchronously (an
+integer gather's bounds check: its wrong lanes are not poisoned) is captured without that
+read, and GraphedCall reads the flag after each replay, so the call raises as a plain one does.
 
 With programmatic dependent launch (GpuConfig.pdl) a graph has a cost too: PDL overlaps
 a kernel's launch with the previous kernel's drain within a graph but not across two
@@ -35,10 +37,12 @@ kernels take about as long as its host work can be misjudged GPU-bound (config.p
 
 from __future__ import annotations
 
+import functools
 import logging
 import statistics
 import sys
 import time
+import warnings
 from collections import OrderedDict
 
 import torch
@@ -62,9 +66,12 @@ class CudaGraphs:
     @staticmethod
     def capture(call, args: list, pool=None):
         g = torch.cuda.CUDAGraph()
-        # thread_local: other threads may use the GPU meanwhile
-        with torch.cuda.graph(g, pool=pool, capture_error_mode="thread_local"):
-            outs = call(args)
+        try:  # thread_local: other threads may use the GPU meanwhile
+            with torch.cuda.graph(g, pool=pool, capture_error_mode="thread_local"):
+                outs = call(args)
+        except Exception:
+            _close_generator_capture()
+            raise
         return g, outs
 
     @staticmethod
@@ -83,6 +90,19 @@ class CudaGraphs:
         """GPU seconds from mark `start` to mark `end` (waits for `end` if need be: once per key)."""
         end.synchronize()
         return start.elapsed_time(end) / 1e3
+
+
+def _close_generator_capture() -> None:
+    """A capture that fails ends in an error from cudaStreamEndCapture, before torch runs the default
+    generator's capture epilogue: the generator stays 'capturing', and the next eager random op raises
+    "Offset increment outside graph capture". One empty capture runs the prologue and epilogue again."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # ("the CUDA graph is empty")
+            with torch.cuda.graph(torch.cuda.CUDAGraph()):
+                pass
+    except Exception as e:  # noqa: BLE001 - the failed capture's error is the one to report
+        log.warning("stax-gpu: closing the RNG state of a failed CUDA graph capture failed too (%s)", e)
 
 
 BACKEND = CudaGraphs  # what GraphedCall captures with (tests: host_graphs.HostGraphs() graphs any module)
@@ -146,6 +166,8 @@ class GraphedCall:
         self.call = call
         self.name = name
         self.errors = errors
+        # an error flag read synchronously: read after each replay (the capture holds the wrapper's read)
+        self.sync_errors = bool(errors) and getattr(errors, "sync", False)
         self.warmup = warmup
         self.max_instances = instances
         self.max_keys = keys
@@ -160,14 +182,17 @@ class GraphedCall:
         self.stats = {"replays": 0, "captures": 0, "plain": 0}
         self.pools = pools  # graph_pools.PoolRegistry: instance k captures into its shared pool k; None: private
 
-    def __call__(self, args: list):
+    def __call__(self, args: list, sizes: tuple | None = None):
+        """`sizes`: a symbolic-shape module's size values (its call's second argument): part of the
+        key, since a capture bakes them in (kernel arguments, grids, allocations)."""
+        call = self.call if sizes is None else functools.partial(_sized, self.call, sizes)
         if self.disabled or self.backend.capturing():  # inside a user's capture: launches join it
             self.stats["plain"] += 1
-            return self.call(args)
-        key = tuple(a.data_ptr() for a in args)
+            return call(args)
+        key = tuple(a.data_ptr() for a in args) if sizes is None else (*(a.data_ptr() for a in args), *sizes)
         if self.gpu_bound and key in self.gpu_bound:  # (empty unless pdl: no lookup on the replay path)
             self.stats["plain"] += 1
-            return self.call(args)
+            return call(args)
         entry = self.entries.get(key)
         if entry is not None and entry.layouts == _layouts(args):
             for inst in entry.instances:
@@ -175,37 +200,40 @@ class GraphedCall:
                     args.clear()
                     if self.errors:
                         self.errors.begin()  # raise what an earlier call flagged
-                    self.backend.replay(inst.handle)
                     self.entries.move_to_end(key)
                     self.stats["replays"] += 1
+                    if self.sync_errors:
+                        self._replay_then_read(inst.handle)
+                    else:
+                        self.backend.replay(inst.handle)
                     return inst.hand_out()
             if len(entry.instances) >= self.max_instances:
                 self.stats["plain"] += 1
-                return self.call(args)
-            return self._capture(key, entry, args)
+                return call(args)
+            return self._capture(key, entry, args, call)
         n = self.seen.get(key, 0) + 1
         if n <= self.warmup or entry is not None:  # entry with other layouts: a plain call checks them
             self.seen[key] = n
             if len(self.seen) > 64 * self.max_keys:  # addresses that never repeat: forget them
                 self.seen.clear()
             self.stats["plain"] += 1
-            return self.call(args)
+            return call(args)
         if self.gpu_bound_ratio > 0:
             if len(self.probes.get(key, ())) < self.probe_calls:
-                return self._timed_call(key, args)
+                return self._timed_call(key, args, call)
             if self._is_gpu_bound(key, self.probes.pop(key)):
                 self.stats["plain"] += 1
-                return self.call(args)
+                return call(args)
         entry = _Entry(_layouts(args))
-        return self._capture(key, entry, args)
+        return self._capture(key, entry, args, call)
 
-    def _timed_call(self, key, args: list):
+    def _timed_call(self, key, args: list, call):
         """A plain call whose host and GPU time (with the key's other timed calls) decide whether to capture."""
         if key not in self.probes and len(self.probes) > 64 * self.max_keys:
             self.probes.clear()
         start = self.backend.mark()
         t0 = time.perf_counter()
-        outs = self.call(args)
+        outs = call(args)
         host = time.perf_counter() - t0
         self.probes.setdefault(key, []).append((start, self.backend.mark(), host))
         self.stats["plain"] += 1
@@ -228,25 +256,30 @@ class GraphedCall:
                  ",".join(hex(p) for p in key), gpu * 1e6, host * 1e6, len(probes))
         return True
 
-    def _capture(self, key, entry: _Entry, args: list):
+    def _capture(self, key, entry: _Entry, args: list, call):
         if self.errors:
             self.errors.begin()  # raise what an earlier call flagged here, not inside the capture
         host = [k for k, a in enumerate(args) if a.device.type != self.backend.device_type]
         if host:  # a CPU scalar (attention RNG state) is read by the host when launching: a replay would reuse it
-            return self._disable(f"inputs {host} are on the host (a graph would keep their first values)", args)
+            return self._disable(f"inputs {host} are on the host (a graph would keep their first values)", args, call)
         inputs = {a.untyped_storage().data_ptr() for a in args}
         pool = None
         if self.pools is not None:
             pool = self.pools.pool(self.backend, args[0].device if args else "", len(entry.instances))
             pool.sweep()
+        if self.sync_errors:
+            self.errors.held = True
         try:
-            handle, outs = self.backend.capture(self.call, list(args), pool=None if pool is None else pool.handle)
+            handle, outs = self.backend.capture(call, list(args), pool=None if pool is None else pool.handle)
         except Exception as e:  # noqa: BLE001 - a capture failure costs the graphs, never the call
-            return self._disable(f"capture failed ({type(e).__name__}: {e})", args)
+            return self._disable(f"capture failed ({type(e).__name__}: {e})", args, call)
+        finally:
+            if self.sync_errors:
+                self.errors.held = False
         if not all(isinstance(o, torch.Tensor) for o in outs):
-            return self._disable("an output is not a tensor", args)
+            return self._disable("an output is not a tensor", args, call)
         if any(o.untyped_storage().data_ptr() in inputs for o in outs):
-            return self._disable("an output shares an input's memory", args)
+            return self._disable("an output shares an input's memory", args, call)
         result = list(outs)
         del outs  # the baseline counts below must see only this module's own references
         inst = _Instance(handle, result, pool)
@@ -262,12 +295,29 @@ class GraphedCall:
         log.info("%s: captured CUDA graph %d for input addresses %s%s", self.name, len(entry.instances),
                  ",".join(hex(p) for p in key), "" if pool is None else f" (shared pool {len(entry.instances) - 1})")
         args.clear()
-        self.backend.replay(inst.handle)  # capture recorded the kernels without running them
+        if self.sync_errors:  # (capture recorded the kernels without running them)
+            self._replay_then_read(inst.handle)
+        else:
+            self.backend.replay(inst.handle)
         return inst.hand_out()
 
-    def _disable(self, why: str, args: list):
+    def _replay_then_read(self, handle) -> None:
+        """A replay of a module whose flag is read synchronously: the read the capture held, after it
+        (a stand-in backend's replay runs the wrapper, whose own read is held too)."""
+        self.errors.held = True
+        try:
+            self.backend.replay(handle)
+        finally:
+            self.errors.held = False
+        self.errors.end()
+
+    def _disable(self, why: str, args: list, call):
         self.disabled = why
         self.entries.clear()
-        log.info("%s: CUDA graphs off: %s", self.name, why)
+        log.warning("%s: CUDA graphs off: %s", self.name, why)
         self.stats["plain"] += 1
-        return self.call(args)
+        return call(args)
+
+
+def _sized(call, sizes: tuple, args: list):
+    return call(args, sizes)

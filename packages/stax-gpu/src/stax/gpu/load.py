@@ -125,7 +125,7 @@ def load_artifact(artifact: GpuArtifact, *, extern_kernels=None, config: GpuConf
         _precompile(pool, module, {k.index: dict(k.arg_dtypes) for k in artifact.kernels}, autotuner)
     call = module.call
     fallback = any(e.fallback for e in artifact.externs)
-    why_not = graph_refusal(config, fallback, module.ERRORS, artifact.allocated_bytes, artifact.symbolic)
+    why_not = graph_refusal(config, fallback, artifact.allocated_bytes)
     if why_not is None:
         call = GraphedCall(call, module.__name__, errors=module.ERRORS or None,
                            instances=config.cuda_graph_instances, keys=config.cuda_graph_keys,
@@ -207,29 +207,22 @@ def _precompile(pool, module, dtypes: dict, autotuner) -> None:
             launcher.prepared[cfg.key()] = (job, pool.submit(job))
 
 
-def why_not_graphed(config: GpuConfig, plans, errors, allocated: int = 0, symbolic: bool = False) -> str | None:
+def why_not_graphed(config: GpuConfig, plans, allocated: int = 0) -> str | None:
     """None when the module's wrapper may be replayed as a CUDA graph (graphs.py), else why not."""
     fallback = any(p.form == EXTERN_FORM and p.extern.fallback for p in plans)
-    return graph_refusal(config, fallback, errors, allocated, symbolic)
+    return graph_refusal(config, fallback, allocated)
 
 
-def graph_refusal(config: GpuConfig, fallback: bool, errors, allocated: int = 0, symbolic: bool = False) -> str | None:
-    """why_not_graphed over what an artifact knows: whether it calls fallback ATen ops, its error flag,
-    the bytes one call allocates, whether its sizes are call-time values."""
+def graph_refusal(config: GpuConfig, fallback: bool, allocated: int = 0) -> str | None:
+    """why_not_graphed over what an artifact knows: whether it calls fallback ATen ops, the bytes one
+    call allocates. An error flag read synchronously is read after each replay, and a symbolic-shape
+    module's graphs are keyed by its sizes too (graphs.py)."""
     if not config.cuda_graphs:
         return "off"
-    if symbolic:
-        # a capture bakes in this call's sizes (kernel arguments, grids, allocations): keyed by the
-        # sizes it would be correct, but every size tuple would capture and keep its own memory pool,
-        # and calls whose sizes vary (sequence lengths) seldom repeat addresses and sizes together
-        return "its sizes are call-time values (symbolic shapes)"
     if (config.interpret or not config.device.startswith("cuda")) and graphs.BACKEND is graphs.CudaGraphs:
         return "not a cuda module"  # a stand-in backend (host_graphs) graphs modules anywhere
     if fallback:
         return "it calls fallback ATen ops (any of which may synchronize)"
-    if errors and errors.sync:
-        why = getattr(errors, "why", "")
-        return "its error flag is read synchronously" + (f" ({why})" if why else "")
     if allocated > config.cuda_graph_max_bytes:
         # its kernels run >= 0.25 ms at 4 TB/s: a launch's overhead is small next to that,
         # and each instance would keep this much reserved

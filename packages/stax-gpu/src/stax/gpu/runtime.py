@@ -111,6 +111,7 @@ class ErrorFlag:
         self.device = torch.device(device)
         self.sync = sync or self.device.type != "cuda"
         self.flag = self.host = None  # allocated at the first call (AOT builds have no GPU)
+        self.held = False  # inside a CUDA graph capture: `end` reads nothing (GraphedCall reads after the replay)
 
     def begin(self) -> torch.Tensor:
         """The flag for this call's kernels; raises what an earlier call flagged, if known by now."""
@@ -125,7 +126,7 @@ class ErrorFlag:
         return self.flag
 
     def end(self) -> None:
-        if self.sync:
+        if self.sync and not self.held:
             self._raise(int(self.flag.item()), later=False)
 
     def check(self) -> None:

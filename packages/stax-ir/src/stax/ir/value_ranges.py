@@ -61,6 +61,7 @@ class ValueRange:
 FULL = ValueRange(-INF, INF)
 BOOL = ValueRange(0, 1)
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+INT64_MAX = 2**63 - 1
 
 
 def dtype_range(d: dt.DType) -> ValueRange:
@@ -74,12 +75,13 @@ def dtype_range(d: dt.DType) -> ValueRange:
 
 
 def _size_range(size, known: dict | None = None) -> ValueRange:
-    """0 <= v < size; a symbolic size is bounded by the ranges `known` of its symbols (unbounded without)."""
+    """0 <= v < size; a symbolic size is bounded by the ranges `known` of its symbols, and without a
+    finite bound by int64's (a tensor's extent is an int64: a loop variable over it fits one)."""
     size = sympify(size)
     if size.is_Integer:
         return ValueRange(0, max(int(size) - 1, 0))
     hi = IndexBounds(known or {}).bound(size).hi
-    return ValueRange(0, hi - 1 if math.isfinite(hi) else INF)
+    return ValueRange(0, min(hi, INT64_MAX) - 1)
 
 
 def var_range_map(var_ranges: Mapping | None) -> dict:
@@ -92,8 +94,8 @@ def var_range_map(var_ranges: Mapping | None) -> dict:
     out = {}
     symbolic = []
     for s, r in (var_ranges or {}).items():
-        if isinstance(r, ValueRange):
-            out[s] = r
+        if isinstance(r, ValueRange):  # (a size or a loop variable: an int64 whatever its range says)
+            out[s] = r if r.hi <= INT64_MAX else ValueRange(r.lo, INT64_MAX)
         else:
             r = sympify(r)
             if r.is_Integer:
@@ -456,12 +458,15 @@ def provably_false(cond: Value, var_ranges: Mapping | None = None) -> bool:
 
 
 def bounds_check_needed(index: Value, bound, var_ranges: Mapping | None = None) -> bool:
-    """False when 0 <= index < bound provably holds, so codegen may omit the check."""
+    """False when 0 <= index < bound provably holds, so codegen may omit the check. A symbolic bound
+    (a size symbol's extent) is compared symbolically (symbolic_bounds.py)."""
     bound = sympify(bound)
-    if not bound.is_Integer:
-        return True
     r = bound_value(index, var_ranges)
-    return not (r.lo >= 0 and r.hi < int(bound))
+    if r.lo >= 0 and bound.is_Integer and r.hi < int(bound):
+        return False
+    from .symbolic_bounds import in_bounds  # (it evaluates ranges with this module)
+
+    return not in_bounds(index, bound, var_ranges)
 
 
 def indirect_checks_needed(load: Load, var_ranges: Mapping | None = None) -> tuple[bool, ...]:

@@ -490,13 +490,14 @@ def constant_pad(loader: Loader, sizes: Sequence, pads: Sequence, fill, dtype: d
     out_vars = pointwise_vars(len(sizes)) if out_vars is None else tuple(out_vars)
     cond, src = None, []
     for i, (lo, hi), n in zip(out_vars, pads, sizes):
-        if lo == 0 and hi <= 0:
+        lo, hi = sympify(lo), sympify(hi)  # (symbolic pads: sdpa's bias padded to a multiple of 8 on cuda)
+        if lo == 0 and provably_nonnegative_(-hi, None):
             src.append(i)
             continue
         src.append(_clamp(i - lo, n))
         iv = nodes.index_value(i)
-        end = nodes.const(lo + n, dt.int64) if _is_static(n) else nodes.index_value(lo + n)
-        c = nodes.op("logical_and", nodes.op("ge", iv, nodes.const(lo, dt.int64)), nodes.op("lt", iv, end))
+        start, end = (nodes.const(int(e), dt.int64) if _is_static(e) else nodes.index_value(e) for e in (lo, lo + n))
+        c = nodes.op("logical_and", nodes.op("ge", iv, start), nodes.op("lt", iv, end))
         cond = c if cond is None else nodes.op("logical_and", cond, c)
     v = loader(tuple(src))
     return v if cond is None else nodes.op("where", cond, v, nodes.const(fill, dtype))
