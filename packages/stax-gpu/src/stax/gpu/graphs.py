@@ -272,7 +272,7 @@ class GraphedCall:
         try:
             handle, outs = self.backend.capture(call, list(args), pool=None if pool is None else pool.handle)
         except Exception as e:  # noqa: BLE001 - a capture failure costs the graphs, never the call
-            return self._disable(f"capture failed ({type(e).__name__}: {e})", args, call)
+            return self._disable(f"capture failed ({type(e).__name__}: {e})", args, call, logging.WARNING)
         finally:
             if self.sync_errors:
                 self.errors.held = False
@@ -311,10 +311,11 @@ class GraphedCall:
             self.errors.held = False
         self.errors.end()
 
-    def _disable(self, why: str, args: list, call):
+    def _disable(self, why: str, args: list, call, level: int = logging.INFO):
+        """Graphs off for this module (a failed capture is a warning: something in the call syncs the host)."""
         self.disabled = why
         self.entries.clear()
-        log.warning("%s: CUDA graphs off: %s", self.name, why)
+        log.log(level, "%s: CUDA graphs off: %s", self.name, why)
         self.stats["plain"] += 1
         return call(args)
 
