@@ -236,6 +236,7 @@ class CompiledGraph:
         self._respecialize = respecialize
         self._on_first_call = on_first_call
         self._variants: dict[tuple, Callable] = {}
+        self._scalars: dict[int, torch.Tensor] = {}  # input -> the device scalar its 0-dim CPU values are copied to
         # the module's entry without its own input checks where it has one: _conform_inputs has
         # checked (or re-strided) every input, and the extras are ours (~0.5 us per input per call)
         self._call = getattr(module, "call_unchecked", None) or module.call
@@ -304,7 +305,7 @@ class CompiledGraph:
             if not isinstance(t, torch.Tensor):
                 raise TypeError(f"stax: input {self.input_names[k]} should be a tensor, got {type(t).__name__}")
             if t.device != self.device and t.device.type == "cpu" and t.dim() == 0:
-                t = inputs[k] = t.to(self.device)  # a 0-dim CPU tensor in a cuda graph (eager allows it)
+                t = inputs[k] = self._device_scalar(k, t)  # a 0-dim CPU tensor in a cuda graph (eager allows it)
             if t.dtype != dtype or t.device != self.device:
                 raise TypeError(
                     f"stax: input {self.input_names[k]} is {t.dtype} on {t.device}; "
@@ -330,6 +331,18 @@ class CompiledGraph:
         if all(v is None for v in variant):
             return self
         return self._variant(tuple(variant))
+
+    def _device_scalar(self, k: int, t: torch.Tensor) -> torch.Tensor:
+        """A 0-dim CPU input of a cuda graph (a float dynamo made an input under dynamic shapes: GPT-2's
+        `math.pi`, a new tensor every call) copied into one device scalar per input: the same address
+        every call, so the module's CUDA graphs, keyed by input addresses, replay (a fresh copy per call
+        never repeated its address). An input the graph returns gets a copy of its own."""
+        if k in self._returned_inputs:
+            return t.to(self.device)
+        buf = self._scalars.get(k)
+        if buf is None or buf.dtype != t.dtype:
+            buf = self._scalars[k] = torch.empty((), dtype=t.dtype, device=self.device)
+        return buf.copy_(t)
 
     def _variant(self, strides: tuple) -> Callable:
         """The graph compiled for `strides` (per input; None: as compiled), built once."""
