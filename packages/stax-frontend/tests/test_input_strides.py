@@ -114,3 +114,20 @@ def test_forward_reports_real_strides_of_saved_expand():
         torch.compile(fn, backend="stax")(x).sum().backward()
     assert reports, "the forward graph reported no strides"
     assert (0, 1) not in reports[0] and (5, 1) in reports[0]
+
+
+def test_a_host_scalar_of_a_device_graph_keeps_one_device_address():
+    """A 0-dim CPU input of a graph compiled for another device (a float dynamo made an input under
+    dynamic shapes) goes into one device scalar per input, so the module sees the same address every
+    call (CUDA graphs are keyed by input addresses); an input the graph returns gets its own copy.
+    The meta device stands in for cuda here (test_cuda.py checks values and replays on a GPU)."""
+    from stax.frontend.runtime import CompiledGraph
+
+    g = CompiledGraph.__new__(CompiledGraph)  # (only what _device_scalar reads)
+    g.device, g._scalars, g._returned_inputs = torch.device("meta"), {}, (1,)
+    first = g._device_scalar(0, torch.tensor(3.14, dtype=torch.float64))
+    again = g._device_scalar(0, torch.tensor(2.71, dtype=torch.float64))
+    assert again is first and first.device.type == "meta" and first.dtype == torch.float64
+    assert g._device_scalar(0, torch.tensor(1.0)) is not first  # another dtype: its own scalar
+    returned = g._device_scalar(1, torch.tensor(1.0))
+    assert returned is not g._device_scalar(1, torch.tensor(1.0))  # returned to the caller: never reused
