@@ -15,6 +15,7 @@ import sympy
 import torch
 from stax.ir import SizeVars, SymbolRange, size_var
 from stax.ir.index import CeilDiv, FloorDiv, ModularIndexing, contiguous_strides
+from stax.ir.simplify import simplify_index
 from stax.ir.sizevars import provably_nonnegative
 from torch.utils._sympy import functions as TF
 
@@ -210,18 +211,10 @@ class Symbols:
 
 
     def _extreme(self, f, args):
-        """Max / Min of `args` without those the size ranges prove never win: torch writes a stride as
-        `Max(1, n)`, and an extern given a padded view (cuda sdpa's bias, `n - n % 8 + 8` wide) compared
-        its realized strides with that form, found them different and was passed a dense copy."""
-        ranges = self.value_ranges()
-        sign = 1 if f is sympy.Max else -1
-        out = args[0]
-        for a in args[1:]:
-            if provably_nonnegative(sign * (a - out), ranges) and not provably_nonnegative(sign * (out - a), ranges):
-                out = a  # (a wins everywhere)
-            elif not provably_nonnegative(sign * (out - a), ranges):
-                out = f(out, a)  # (either may win)
-        return out
+        """Max / Min of `args` without those the size ranges prove never win (stax.ir's simplifier): torch
+        writes a stride as `Max(1, n)`, and an extern given a padded view (cuda sdpa's bias, `n - n % 8 + 8`
+        wide) compared its realized strides with that form, found them different and was passed a dense copy."""
+        return simplify_index(f(*args), self.value_ranges())
 
 
 _MODS = tuple({sympy.Mod, getattr(TF, "Mod", sympy.Mod), getattr(TF, "PythonMod", sympy.Mod)})  # torch's own Mod

@@ -62,13 +62,18 @@ def _expr(n: Value, out: dict, ranges: dict):
 def in_bounds(index: Value, bound, var_ranges: Mapping | None = None) -> bool:
     """True when `0 <= index < bound` provably holds at every point (`bound` may be symbolic). Loop
     variables are given as {symbol: size}, size symbols as {symbol: ValueRange} (var_range_map's form)."""
-    e = value_expr(index, bound_values(index, var_ranges))
+    bound = sympify(bound)
+    values = bound_values(index, var_ranges)
+    r = values[id(index)]
+    if r.lo >= 0 and bound.is_Integer and r.hi < int(bound):
+        return True  # (the intervals decide: the common, static case)
+    e = value_expr(index, values)
     if e is None:
         return False
     known = IndexBounds(var_range_map(var_ranges))
     extents = {s: sympify(size) for s, size in (var_ranges or {}).items() if not isinstance(size, ValueRange)}
     reflect = {v: size - 1 - v for v, size in extents.items() if not size.is_Integer}
-    return all(_nonnegative(d, reflect, known) for d in (e, sympify(bound) - 1 - e))
+    return all(_nonnegative(d, reflect, known) for d in (e, bound - 1 - e))
 
 
 def _nonnegative(d, reflect: dict, known: IndexBounds) -> bool:

@@ -460,10 +460,6 @@ def provably_false(cond: Value, var_ranges: Mapping | None = None) -> bool:
 def bounds_check_needed(index: Value, bound, var_ranges: Mapping | None = None) -> bool:
     """False when 0 <= index < bound provably holds, so codegen may omit the check. A symbolic bound
     (a size symbol's extent) is compared symbolically (symbolic_bounds.py)."""
-    bound = sympify(bound)
-    r = bound_value(index, var_ranges)
-    if r.lo >= 0 and bound.is_Integer and r.hi < int(bound):
-        return False
     from .symbolic_bounds import in_bounds  # (it evaluates ranges with this module)
 
     return not in_bounds(index, bound, var_ranges)
