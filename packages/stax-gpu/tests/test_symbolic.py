@@ -32,7 +32,7 @@ from gpu_testlib import (
     r1,
     red,
 )
-from stax.gpu import compile_schedule
+from stax.gpu import artifact_of, compile_schedule, load_artifact, with_choices
 from stax.gpu.compile import generated_module, launchers
 from stax.gpu.symbolic import SymbolicUnsupported
 from stax.gpu.testing import build_schedule
@@ -120,8 +120,49 @@ def test_contiguous_dims_coalesce_into_one_flat_index():
 
 
 def _buckets(module) -> set:
+    """The forms (persistent / looped / any) the calls took; each bucket also names its size class."""
     (launcher,) = launchers(generated_module(module))
-    return set(launcher.choices)
+    return {b.partition("/")[0] for b in launcher.choices}
+
+
+class _Recording:
+    """An autotuner that takes the first candidate and records what it was asked (key, candidates)."""
+
+    def __init__(self):
+        self.asked = []
+
+    def select(self, key, candidates, run):
+        run(candidates[0])
+        self.asked.append((key, tuple(candidates)))
+        return candidates[0]
+
+
+def test_launch_configs_are_chosen_per_size_class():
+    """A symbolic kernel's candidates are made per size class of its x count (a factor of 4 each) and
+    chosen once per class: rows 2 and 3 share a class, 33 and 70 get their own, with larger blocks
+    allowed; the artifact keeps every class's choice, and a load asks again only for a new class."""
+    tuner = _Recording()
+    cfg = config(autotune=True, autotune_min_elements=0, autotuner=tuner)
+    x = inp("x", (s0, s1))
+    g = sized(Graph((x,), (red("buf0", (s0,), (s1,), "sum", load("x", s1 * i0 + r0, f32)),), ("buf0",)))
+    module = run_sizes(g, cfg=cfg, sizes=[(2, 16), (3, 16), (33, 16), (70, 16)])
+    (launcher,) = launchers(generated_module(module))
+    assert sorted(launcher.choices) == ["persistent/x1", "persistent/x3", "persistent/x4"]
+    keys = [k for k, _ in tuner.asked]
+    assert len(keys) == 3 and len(set(keys)) == 3 and all(k.endswith(b) for k, b in zip(keys, sorted(launcher.choices)))
+    xblocks = [max(c.kwargs()["XBLOCK"] for c in cands) for _, cands in tuner.asked]
+    assert xblocks[0] <= 4 < xblocks[1] <= 64 < xblocks[2]  # blocks no larger than the class's largest count
+    artifact = with_choices(artifact_of(module), module)
+    (k,) = artifact.kernels
+    assert dict(k.choices) == launcher.choices and len(k.by_size) > 3
+    again = _Recording()
+    loaded = load_artifact(artifact, config=config(autotune=True, autotune_min_elements=0, autotuner=again))
+    for values in [(4, 16), (300, 16)]:  # class 1 chosen before; class 5 new
+        bound = bind_graph(g, dict(zip(["s0", "s1"], values)))
+        flats, tensors = make_inputs(bound)
+        (got,) = loaded.call(list(tensors), values)
+        check_outputs(bound, flats, [as_numpy(got)], outputs(bound, interpret(bound, flats)), module_math(cfg), TOL)
+    assert [k.rsplit("-", 1)[1] for k, _ in again.asked] == ["persistent/x5"]
 
 
 @pytest.mark.parametrize("store_along_y", [False, True], ids=["store-x", "store-y"])

@@ -32,6 +32,7 @@ class KernelLaunch:
     n_numels: int = 0  # > 0: a SizedLauncher (call-time sizes) with this many numels ...
     n_sizes: int = 0  # ... and size symbols after its pointers
     choices: tuple = ()  # ((bucket, LaunchConfig), ...) chosen by a previous run: never re-tuned
+    by_size: tuple = ()  # ((size class, (LaunchConfig, ...)), ...): a symbolic kernel's candidates per class
 
 
 @dataclass(frozen=True)
@@ -85,13 +86,13 @@ def device_name(config) -> str:
 def with_choices(artifact: GpuArtifact, compiled) -> GpuArtifact:
     """`artifact` with the launch configs `compiled` (its loaded module, after a call) has chosen:
     a module loaded from the result launches them without asking the autotuner. A kernel with one
-    candidate has no choice to keep (its artifact stays as it is)."""
+    candidate (in every size class) has no choice to keep (its artifact stays as it is)."""
     from .compile import generated_module
 
     module = generated_module(compiled)
     kernels = []
     for k in artifact.kernels:
-        if len(k.candidates) < 2:
+        if len(k.candidates) < 2 and all(len(cs) < 2 for _, cs in k.by_size):
             kernels.append(k)
             continue
         launcher = getattr(module, f"launch_{k.index}")

@@ -37,6 +37,7 @@ from .load import (  # noqa: F401 - generated_module, launchers, load_module, wh
 )
 from .plan import EXTERN_FORM, plan_kernels
 from .scatter import plan_with_scatters, scatter_kernel_set, split_scatters
+from .size_classes import class_sizes
 from .split import split_reductions
 from .symbolic import hint, is_static
 from .wrapper import generate_wrapper
@@ -72,10 +73,9 @@ def kernel_set(plan, config: GpuConfig, errors: ErrorTable) -> tuple[list, list]
     vs = [write_kernel(plan, config, errors, v) for v in variants(plan, config)]
     cands = [c for ks in vs for c in candidates(plan, ks, config)]
     bucketed = not is_static(plan.rnumel) and len(vs) > 1  # persistent / looped by each call's row length
-    if not (config.autotune and not config.interpret) and config.autotuner is None:
+    if not _tuning(config):
         cands = _firsts(cands) if bucketed else cands[:1]
-    elif (hint(plan.xnumel, plan.size_hints) * hint(plan.ynumel, plan.size_hints)
-          * max(hint(plan.rnumel, plan.size_hints), 1) < config.autotune_min_elements):  # (at the size hints)
+    elif _elements(plan) < config.autotune_min_elements:  # (at the size hints)
         # launch-bound: no config can win back what compiling and timing the others costs
         if bucketed:
             cands = _firsts(cands)
@@ -85,6 +85,30 @@ def kernel_set(plan, config: GpuConfig, errors: ErrorTable) -> tuple[list, list]
     if config.static_masks:
         vs = [_full_masks(plan, ks, [c for c in cands if c.variant == ks.variant], config, errors) for ks in vs]
     return vs, cands
+
+
+def _tuning(config: GpuConfig) -> bool:
+    """Are candidates raced (a real GPU with autotuning on, or an autotuner given)?"""
+    return (config.autotune and not config.interpret) or config.autotuner is not None
+
+
+def _elements(plan, xn: int | None = None) -> int:
+    """x * y * r elements at the size hints (x at `xn` when given)."""
+    x = hint(plan.xnumel, plan.size_hints) if xn is None else xn
+    return x * hint(plan.ynumel, plan.size_hints) * max(hint(plan.rnumel, plan.size_hints), 1)
+
+
+def class_candidates(plan, vs: list, config: GpuConfig) -> tuple:
+    """((size class, candidates), ...) of a kernel whose x count is symbolic (size_classes.py): each
+    class's candidates are made at its largest count, raced as kernel_set races the hint's."""
+    bucketed = not is_static(plan.rnumel) and len(vs) > 1
+    out = []
+    for c, xn in class_sizes(plan.xnumel, plan.size_ranges):
+        cands = [cfg for ks in vs for cfg in candidates(plan, ks, config, xn=xn)]
+        if not _tuning(config) or _elements(plan, xn) < config.autotune_min_elements:
+            cands = _firsts(cands) if bucketed else cands[:1]
+        out.append((c, tuple(cands)))
+    return tuple(out)
 
 
 def _firsts(cands: list) -> list:
@@ -123,6 +147,8 @@ def _generate(schedule, extern_kernels, config: GpuConfig):
     plans, scatters = plan_with_scatters(schedule, config, plan_kernels)
     launch = {p.index: scatter_kernel_set(p, scatters[p.index], config, errors) if p.index in scatters
               else kernel_set(p, config, errors) for p in plans if p.form != EXTERN_FORM and not p.empty}
+    by_size = {p.index: class_candidates(p, launch[p.index][0], config) for p in plans
+               if p.index in launch and p.index not in scatters}
     options = {}
     if config.pdl:
         why_not = why_no_pdl(config)
@@ -155,7 +181,7 @@ def _generate(schedule, extern_kernels, config: GpuConfig):
             continue
         vs, cands = launch[p.index]
         # the candidates are part of the key: a config variant with other candidates re-tunes. A symbolic
-        # kernel's key names its size expressions: one choice (made at the first call's sizes) serves all
+        # kernel's key names its size expressions; its launcher adds the size class of each choice
         key = autotune_key([ks.src for ks in vs] + [c.key() for c in cands],
                            tuple(str(n) for n in (p.xnumel, p.ynumel, p.rnumel)), dev_name, triton.__version__)
         buffers = dict.fromkeys(b for ks in vs for b in ks.args)
@@ -164,6 +190,7 @@ def _generate(schedule, extern_kernels, config: GpuConfig):
             tuple(sorted(kernel_options(p, options, config).items())),
             tuple((b, graph.buffer_layout(b).dtype.name) for b in buffers),
             len(vs[0].numels) if vs[0].symbolic else 0, len(vs[0].size_args) if vs[0].symbolic else 0,
+            by_size=by_size.get(p.index, ()) if vs[0].symbolic else (),
         ))
         names.append(" / ".join(ks.name for ks in vs))
     return GpuArtifact(target_identity(config), "\n".join(parts), tuple(launches), tuple(externs), tuple(names),

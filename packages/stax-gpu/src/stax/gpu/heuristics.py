@@ -53,10 +53,11 @@ def _dedupe(cands: list[LaunchConfig], limit: int) -> list[LaunchConfig]:
     return out[:limit]
 
 
-def candidates(plan: KernelPlan, ks: KernelSource, config: GpuConfig) -> list[LaunchConfig]:
+def candidates(plan: KernelPlan, ks: KernelSource, config: GpuConfig, xn: int | None = None) -> list[LaunchConfig]:
     """Launch configs for one kernel variant, heuristic choice first. Symbolic sizes are taken at
-    their hints: a block is correct for every size (masked tails), only its speed depends on them."""
-    xn = max(hint(plan.xnumel, plan.size_hints), 1)
+    their hints: a block is correct for every size (masked tails), only its speed depends on them.
+    `xn`: the x element count to choose for instead of its hint (a size class's, size_classes.py)."""
+    xn = max(hint(plan.xnumel, plan.size_hints) if xn is None else xn, 1)
     xcap = _grid_cap(plan, xn, config)
     if ks.variant == PERSISTENT:
         raw = _persistent(plan, ks.r0_block, xn, config)
@@ -68,7 +69,7 @@ def candidates(plan: KernelPlan, ks: KernelSource, config: GpuConfig) -> list[La
         cands = [
             LaunchConfig(ks.variant, (("XBLOCK", _cap(min(x, next_pow2(xn)), xcap)),
                                       ("R0_BLOCK", _cap(min(r, rn), rcap))), w)
-            for x, r, w in _looped(plan, config)
+            for x, r, w in _looped(plan, xn, config)
         ]
     elif ks.variant == TILED:
         yn = max(hint(plan.ynumel, plan.size_hints), 1)
@@ -112,13 +113,13 @@ def _persistent(plan: KernelPlan, r: int, xn: int, config: GpuConfig) -> list[tu
     return [(max(1, 2048 // r), 4), (max(1, 4096 // r), 8), (max(1, 1024 // r), 4), (max(1, 8192 // r), 8)]
 
 
-def _looped(plan: KernelPlan, config: GpuConfig) -> list[tuple[int, int, int]]:
+def _looped(plan: KernelPlan, xn: int, config: GpuConfig) -> list[tuple[int, int, int]]:
     """(XBLOCK, R0_BLOCK, num_warps) for a row walked in R0_BLOCK steps."""
     if config.interpret:
         return [(8, 64, 4)]
     if plan.outer:
         return [(64, 16, 4), (128, 8, 4), (32, 32, 4), (64, 32, 8)]
-    if hint(plan.xnumel, plan.size_hints) <= 8:
+    if xn <= 8:
         # a handful of rows (a loss mean over 16384 rows): each program walks its whole row
         # and is latency-bound, so take as much of the row per step as registers allow
         return [(1, 8192, 16), (1, 4096, 16), (1, 16384, 32), (1, 2048, 8)]

@@ -113,7 +113,7 @@ def load_artifact(artifact: GpuArtifact, *, extern_kernels=None, config: GpuConf
     autotuner = default_autotuner(config)
     for k in artifact.kernels:
         vs = k.variants
-        sized = {"n_numels": k.n_numels, "n_sizes": k.n_sizes} if k.n_numels else {}
+        sized = {"n_numels": k.n_numels, "n_sizes": k.n_sizes, "by_size": k.by_size} if k.n_numels else {}
         launcher = (SizedLauncher if sized else KernelLauncher)(
             vs[0].name, {ks.variant: (ks, getattr(module, ks.name)) for ks in vs}, list(k.candidates), autotuner,
             k.key, n_in=k.n_in, n_out=k.n_out, options=dict(k.options), **sized)

@@ -3,13 +3,14 @@
 The wrapper passes the kernel's element counts and size symbols after its pointers
 (`launch_0(in_ptr0, out_ptr0, (s0*s1), s1, s0, s1)`); the grid is computed from them at
 every call. One compiled kernel serves every size: its size parameters are not specialized
-(kernels.signature), and the autotuner's choice, made once at the first call's sizes, is
-kept for all sizes (the key names the size expressions, not their values).
+(kernels.signature).
 
-One decision needs the size: a reduction over a symbolic row has a persistent form (R0_BLOCK
-fixed at the row's hint, kernels.persistent_block) and a looped one. Each call goes to the
-persistent form when its row fits the block, else to the looped one: two size buckets, each
-with its own choice among its own candidates.
+Two decisions need the size. A reduction over a symbolic row has a persistent form (R0_BLOCK
+fixed at the row's hint, kernels.persistent_block) and a looped one: each call goes to the
+persistent form when its row fits the block, else to the looped one. And a symbolic x count
+falls in a size class (size_classes.py) with candidates of its own. Each bucket (form, class)
+has its own choice among its own candidates, made at its first call and cached under a key
+that names the bucket.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 from .heuristics import LaunchConfig, grid
 from .kernels import LOOPED, PERSISTENT
 from .runtime import KernelLauncher
+from .size_classes import size_class
 
 ANY = "any"  # the one bucket of a kernel without a persistent / looped pair
 
@@ -27,7 +29,7 @@ class SizedLauncher(KernelLauncher):
 
     sized = True
 
-    def __init__(self, *args, n_numels: int, n_sizes: int, **kwargs):
+    def __init__(self, *args, n_numels: int, n_sizes: int, by_size: tuple = (), **kwargs):
         super().__init__(*args, **kwargs)
         self.n_numels = n_numels
         self.n_ints = n_numels + n_sizes
@@ -35,13 +37,26 @@ class SizedLauncher(KernelLauncher):
         pair = PERSISTENT in self.variants and LOOPED in self.variants
         # rows up to this length take the persistent form (None: one bucket)
         self.r0_limit = self.variants[PERSISTENT][0].r0_block if pair else None
+        self.by_size = {c: tuple(cs) for c, cs in by_size}  # size class -> its candidates ({}: no classes)
+        numels = [n for n, _ in next(iter(self.variants.values()))[0].numels]
+        self.x_at = numels.index("xnumel")
         self.choices: dict = {}  # bucket -> LaunchConfig
 
     def bucket(self, args) -> str:
-        if self.r0_limit is None:
-            return ANY
-        r0_numel = args[len(args) - self.n_ints + 1]  # numels: (xnumel, r0_numel)
-        return PERSISTENT if r0_numel <= self.r0_limit else LOOPED
+        """'persistent' / 'looped' / 'any', and '/x<class>' where the x count has size classes."""
+        first = len(args) - self.n_ints
+        form = ANY if self.r0_limit is None else (
+            PERSISTENT if args[first + 1] <= self.r0_limit else LOOPED)  # numels: (xnumel, r0_numel)
+        if not self.by_size:
+            return form
+        return f"{form}/x{size_class(args[first + self.x_at])}"
+
+    def bucket_candidates(self, b: str) -> list:
+        """The candidates of bucket `b`: its size class's (the hint's outside every class), of its form."""
+        form, _, cls = b.partition("/x")
+        cands = self.by_size.get(int(cls), self.candidates) if cls else self.candidates
+        return [c for c in cands if form == ANY or c.variant == form] or \
+            [c for c in self.candidates if form == ANY or c.variant == form]
 
     def launch(self, cfg: LaunchConfig, args) -> None:
         ks, fn = self.variants[cfg.variant]
@@ -59,7 +74,7 @@ class SizedLauncher(KernelLauncher):
         b = self.bucket(args)
         choice = self.choices.get(b)
         if choice is None:
-            cands = [c for c in self.candidates if b == ANY or c.variant == b]
+            cands = self.bucket_candidates(b)
             trial = self._trial_args(args)
             key = self.key if b == ANY else f"{self.key}-{b}"
             choice = self.choices[b] = self.autotuner.select(key, cands, lambda c: self.launch(c, trial))
