@@ -2,7 +2,8 @@
 
 Wraps stax.gpu's `extern_call` (before the model compiles: generated modules import it at load)
 to count, per extern kernel, the calls and the results whose layout differs from the one the graph
-expects (each costs a copy kernel and an allocation), and wraps the frontend's slow input path
+expects (each costs a copy kernel and an allocation), the results `aten_runtime._conform` copies
+(a multi-output call's items, through getitem), and wraps the frontend's slow input path
 (`CompiledGraph._conform_slow`) to name the inputs it re-strides or moves each call. Then a
 cProfile of a few steps prints who calls `Tensor.to` and `Tensor.copy_`. Issue 20: host time.
 
@@ -34,6 +35,7 @@ from benchmarks.workloads import real_models as R  # noqa: E402
 CALLS: collections.Counter = collections.Counter()
 COPIES: collections.Counter = collections.Counter()
 SLOW: collections.Counter = collections.Counter()
+CONFORMED: collections.Counter = collections.Counter()  # results aten_runtime._conform copied (tuple items too)
 
 
 def _same(out, sizes, strides, dtype) -> bool:
@@ -71,6 +73,19 @@ def instrument() -> None:
 
     fr.CompiledGraph._conform_slow = conform_slow
 
+    from stax.frontend import aten_runtime as ar
+
+    conform = ar._conform
+
+    def _conform(t, out, bufs, fresh=False):  # getitem_kernel's and library calls' results (looked up per call)
+        r = conform(t, out, bufs, fresh)
+        if r is not t:
+            caller = sys._getframe(1).f_code.co_name
+            CONFORMED[(caller, tuple(t.shape), tuple(t.stride()), tuple(out[1]), str(t.dtype))] += 1
+        return r
+
+    ar._conform = _conform
+
 
 def probe(name: str, train: bool, device: str, sync, steps: int) -> str:
     sample = R.build(name, "cuda" if device == "cuda" else "test", device, torch.float32)
@@ -81,7 +96,7 @@ def probe(name: str, train: bool, device: str, sync, steps: int) -> str:
     for _ in range(2):
         f(*inputs)
     sync()
-    for c in (CALLS, COPIES, SLOW):
+    for c in (CALLS, COPIES, SLOW, CONFORMED):
         c.clear()
     prof = cProfile.Profile()
     prof.enable()
@@ -95,6 +110,9 @@ def probe(name: str, train: bool, device: str, sync, steps: int) -> str:
     lines.append(f"results copied to the expected layout {sum(COPIES.values()) / steps:.0f}:")
     lines += [f"  {v / steps:4.0f}x {k[0]} sizes {k[1]} got strides {k[2]} expected {k[3]} ({k[4]} -> {k[5]})"
               for k, v in COPIES.most_common(60)]
+    lines.append(f"results aten_runtime._conform copied {sum(CONFORMED.values()) / steps:.0f} (getitem: tuple items):")
+    lines += [f"  {v / steps:4.0f}x {k[0]} sizes {k[1]} got strides {k[2]} expected {k[3]} ({k[4]})"
+              for k, v in CONFORMED.most_common(60)]
     lines.append(f"inputs through the slow path {sum(SLOW.values()) / steps:.0f}:")
     lines += [f"  {v / steps:4.0f}x {k[0]}: {k[1]} {k[2]} {k[3]} strides {k[4]}; expected {k[5]} strides {k[6]}"
               f"{' (opaque)' if k[7] else ''}" for k, v in SLOW.most_common(60)]
