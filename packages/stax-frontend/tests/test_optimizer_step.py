@@ -8,7 +8,7 @@ import re
 import pytest
 import torch
 import torch.nn as nn
-from stax.frontend import metrics
+from stax.frontend import config, metrics
 from stax.frontend.foreach_decomps import foreach_decompositions
 
 aten = torch.ops.aten
@@ -138,6 +138,24 @@ def test_updated_parameters_are_written_in_place(caplog, model):
     finally:
         torch.Tensor.copy_ = real_copy
     assert copies.count(True) == len(list(m.parameters())), copies
+
+
+@pytest.mark.parametrize("model", sorted(INPLACE_MODELS))
+def test_gpu_foreach_kernels_write_the_step_in_place(caplog, model):
+    """Config.gpu_foreach_kernels: stax.gpu's plans write each new parameter into the donated one too
+    (the GPU route: CPU tensors through Triton's interpreter); without it the step is not in place."""
+    with config.patch(device_override="gpu", gpu_foreach_kernels=True):
+        test_updated_parameters_are_written_in_place(caplog, model)
+    torch._dynamo.reset()
+    caplog.clear()
+    with config.patch(device_override="gpu"), pytest.raises(AssertionError):
+        test_updated_parameters_are_written_in_place(caplog, model)
+
+
+@pytest.mark.parametrize("name", ["sgd_momentum_wd", "adamw"])
+def test_gpu_foreach_kernels_match_eager(name):
+    with config.patch(device_override="gpu", gpu_foreach_kernels=True):
+        test_foreach_optimizer_steps_match_eager_without_fallbacks(name)
 
 
 def test_foreach_kernels_off_keeps_the_fallback():

@@ -9,7 +9,7 @@ from gpu_testlib import DEVICE, config, f32, i0, i1, inp, lay, make_inputs, pw, 
 from stax.gpu import compile_schedule
 from stax.gpu.testing import build_schedule
 from stax.ir import ExternKernel, Graph, const, load, op
-from stax.sched import Kernel, MemoryEvent, MemoryPlan, Schedule
+from stax.sched import GpuPolicy, Kernel, MemoryEvent, MemoryPlan, Schedule, SchedulerConfig, schedule
 
 
 def two_kernel_graph(n=8, m=16):
@@ -62,11 +62,28 @@ def test_size_one_dims_accept_any_stride():
 
 
 def test_reuse_reinterprets_a_dead_buffer():
-    """buf2 takes buf0's storage (same size): `buf2 = reinterpret(buf0, ...); del buf0  # reuse`."""
+    """buf2 takes buf0's storage (same size): `buf2 = reinterpret(buf0, ...)  # reuse`, buf0 deleted after."""
     g = two_kernel_graph()
     m = run(g, groups=[["buf0"], ["buf1"], ["buf2"]], reuse=True)
-    assert "buf2 = reinterpret(buf0, (8, 16), (16, 1)); del buf0  # reuse" in m.source
+    assert "buf2 = reinterpret(buf0, (8, 16), (16, 1))  # reuse" in m.source
     assert "buf2 = empty_strided" not in m.source
+
+
+def test_in_place_reuse_of_a_donated_input():
+    """A kernel writing into the donated input it reads at the same index (§7.5 in place, an optimizer
+    step's parameter): the input stays bound through that kernel (`del x` after it), and the output
+    is the input's storage."""
+    g = Graph((inp("x", (8, 16)),), (pw("buf0", (8, 16), op("mul", load("x", 16 * i0 + i1, f32), const(2.0, f32))),),
+              ("buf0",))
+    sched = schedule(g, GpuPolicy(SchedulerConfig(inplace_reuse=True, donated_inputs=(("x", "buf0"),))))
+    m = compile_schedule(sched, config=config())
+    src = m.source
+    assert "buf0 = reinterpret(x, (8, 16), (16, 1))  # reuse" in src
+    assert src.index("# reuse") < src.index("launch_0(x, buf0)") < src.index("del x")
+    x = torch.randn(8, 16, device=DEVICE)
+    ref = x * 2
+    (out,) = m.call([x])
+    assert out.data_ptr() == x.data_ptr() and torch.equal(out, ref)
 
 
 def test_extern_kernel_with_constants_and_layout_fixup():

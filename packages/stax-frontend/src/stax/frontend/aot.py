@@ -209,8 +209,8 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs, cfg: Config):
             bw_compiler=compiler("backward"),
             inference_compiler=compiler("inference"),
             partition_fn=PARTITIONERS[cfg.partitioner],
-            decompositions=decomposition_table(foreach=cfg.foreach_kernels and not any(
-                isinstance(x, torch.Tensor) and x.device.type != "cpu" for x in example_inputs)),
+            decompositions=decomposition_table(foreach=cfg.foreach_kernels and (cfg.gpu_foreach_kernels or not any(
+                isinstance(x, torch.Tensor) and x.device.type != "cpu" for x in example_inputs))),
         )
     finally:
         _AOT_CLOCK.reset(token)  # a backward compiled later, in loss.backward(), has no AOTAutograd time

@@ -98,6 +98,10 @@ class Config:
     foreach_kernels: CPU graphs split `_foreach_*` ops (foreach=True optimizers) into per-tensor
       Stax kernels that write the updated tensors in place (foreach_decomps.py, donation.py);
       env STAX_FOREACH_KERNELS=0 keeps them as ATen fallbacks.
+    gpu_foreach_kernels: cuda graphs do the same (per-tensor Stax kernels, each written into its
+      donated parameter: a graph without the fallback can be CUDA-graphed, and AOTAutograd's copy
+      back finds the data in place). Off until measured against torch's multi-tensor kernels on the
+      H200; env STAX_GPU_FOREACH_KERNELS=1 turns it on (A/B).
     scheduler / cpu / gpu_options: stax.sched's SchedulerConfig, stax.cpu's CpuConfig and
       overrides of stax.gpu's GpuConfig (an optional package: given as field/value pairs);
       `torch.compile(..., options={"cpu.isa": "avx2", "scheduler.max_fusion_nodes": 64})` sets
@@ -128,6 +132,7 @@ class Config:
     follow_read_order: bool = True  # env STAX_FOLLOW_READ_ORDER
     partitioner: str = "min_cut"  # env STAX_PARTITIONER: AOTAutograd's forward/backward split
     foreach_kernels: bool = True  # env STAX_FOREACH_KERNELS
+    gpu_foreach_kernels: bool = False  # env STAX_GPU_FOREACH_KERNELS
     graph_cache: bool = True  # env STAX_GRAPH_CACHE=0: the whole-graph cache (graph_cache.py) off
     graph_cache_dir: str | None = None  # env STAX_GRAPH_CACHE_DIR; None: <stax.cpu's cache dir>/graphs
     # the lower packages' own configs (their fields read their env vars where they say so)
@@ -188,6 +193,7 @@ def from_env() -> Config:
         follow_read_order=_env_flag("STAX_FOLLOW_READ_ORDER", c.follow_read_order),
         partitioner=os.environ.get("STAX_PARTITIONER", c.partitioner),
         foreach_kernels=_env_flag("STAX_FOREACH_KERNELS", c.foreach_kernels),
+        gpu_foreach_kernels=_env_flag("STAX_GPU_FOREACH_KERNELS", c.gpu_foreach_kernels),
         graph_cache=_env_flag("STAX_GRAPH_CACHE", c.graph_cache),
         graph_cache_dir=os.environ.get("STAX_GRAPH_CACHE_DIR") or c.graph_cache_dir,
     )

@@ -48,10 +48,12 @@ def _cpu_policy(cfg: Config, donated: tuple = ()):
 
 def _gpu_policy(cfg: Config, donated: tuple = ()):
     """GPU fusion by element counts (Def 7.2), dependent reductions (softmax) in one kernel.
-    No in-place reuse (`donated` unused): stax.gpu's plans have not been measured with it."""
+    In-place reuse only with `gpu_foreach_kernels` in a graph that donates inputs (an optimizer
+    step's parameters): stax.gpu's plans have not been measured with it otherwise."""
     from stax.sched import GpuPolicy
 
-    return GpuPolicy(dataclasses.replace(cfg.scheduler, fuse_dependent_reductions=True))
+    inplace = dict(inplace_reuse=True, donated_inputs=donated) if cfg.gpu_foreach_kernels and donated else {}
+    return GpuPolicy(dataclasses.replace(cfg.scheduler, fuse_dependent_reductions=True, **inplace))
 
 
 def _cpu_wrapper_names() -> tuple:

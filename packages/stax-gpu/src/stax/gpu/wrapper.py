@@ -4,7 +4,8 @@ kernel launches in schedule order, frees, the error-flag check, the outputs.
 Memory events are followed as planned (alloc / reuse / free, §7.5, in stax.sched.plan_walk's
 order), with two GPU twists: a buffer that lives only in a kernel's registers is never
 allocated (its alloc becomes a comment), and an extern kernel allocates its own result. A reuse
-reinterprets the dead buffer's storage: `buf5 = reinterpret(buf2, ...); del buf2  # reuse`.
+reinterprets the dead buffer's storage: `buf5 = reinterpret(buf2, ...)  # reuse`, and `del buf2`
+follows that step's kernel (in place, §7.5: the kernel reads buf2 and writes buf5, one storage).
 
 Symbolic shapes: `call(args, sizes)` takes the size symbols' values in `size_vars` row order (the
 frontend binds them from the inputs), checks the finite ends of their ranges (32-bit index proofs
@@ -52,7 +53,15 @@ class _Wrapper:
         self.outputs = set(self.graph.outputs)
         # a freed buffer whose storage a later buffer reuses stays bound until the reuse line
         self.reused = donors(schedule.memory)
+        self.released: list[str] = []  # reuse sources still bound until the step's kernel has run
         self.size_names = [r.symbol.name for r in self.graph.size_vars.rows]
+
+    def release(self) -> None:
+        """`del` the buffers whose storage a reuse handed on before this step's kernel."""
+        if self.released:
+            self.emit(f"del {', '.join(self.released)}")
+            self.bound.difference_update(self.released)
+            self.released.clear()
 
     def emit(self, text: str) -> None:
         self.lines.append("    " + text)
@@ -76,16 +85,15 @@ class _Wrapper:
             if src not in self.bound:
                 self.event(type(ev)(ev.step, ALLOC, b))
                 return
-            if b in self.extern_outputs:
-                self.emit(f"del {src}")
-            elif b in self.materialized:
+            if b in self.materialized and b not in self.extern_outputs:
                 lay = self.graph.buffer_layout(b)
-                self.emit(f"{b} = reinterpret({src}, {_tuple(lay.sizes)}, {_tuple(lay.strides)}); del {src}  # reuse")
+                self.emit(f"{b} = reinterpret({src}, {_tuple(lay.sizes)}, {_tuple(lay.strides)})  # reuse")
                 self.bound.add(b)
-            else:
-                self.emit(f"{b} = {src}; del {src}  # storage kept for later reuse")
+            elif b not in self.extern_outputs:
+                self.emit(f"{b} = {src}  # storage kept for later reuse")
                 self.bound.add(b)
-            self.bound.discard(src)
+            # (`del src` after this step's kernel: an in-place reuse's kernel reads src and writes b)
+            self.released.append(src)
         elif ev.kind == FREE:
             if b in self.bound and b not in self.outputs and b not in self.reused:
                 self.emit(f"del {b}")
@@ -149,6 +157,7 @@ class _Wrapper:
             for ev in call.before:
                 self.event(ev)
             self.kernel(self.plans[call.steps.start])
+            self.release()
             for ev in call.after:
                 self.event(ev)
         if self.has_errors:
