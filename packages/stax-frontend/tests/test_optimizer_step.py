@@ -3,12 +3,13 @@
 Every result is checked against eager; input mutations beyond optimizers too."""
 
 import logging
+import os
 import re
 
 import pytest
 import torch
 import torch.nn as nn
-from stax.frontend import config, metrics
+from stax.frontend import config, metrics, runtime
 from stax.frontend.foreach_decomps import foreach_decompositions
 
 aten = torch.ops.aten
@@ -140,6 +141,13 @@ def test_updated_parameters_are_written_in_place(caplog, model):
     assert copies.count(True) == len(list(m.parameters())), copies
 
 
+gpu_route = pytest.mark.skipif(  # (test_cuda.py steps on a real GPU)
+    os.environ.get("TRITON_INTERPRET", "0") in ("", "0") or runtime.gpu_unavailable_reason() is not None,
+    reason="needs stax.gpu with TRITON_INTERPRET=1 (CPU tensors through Triton's interpreter)",
+)
+
+
+@gpu_route
 @pytest.mark.parametrize("model", sorted(INPLACE_MODELS))
 def test_gpu_foreach_kernels_write_the_step_in_place(caplog, model):
     """Config.gpu_foreach_kernels: stax.gpu's plans write each new parameter into the donated one too
@@ -152,6 +160,7 @@ def test_gpu_foreach_kernels_write_the_step_in_place(caplog, model):
         test_updated_parameters_are_written_in_place(caplog, model)
 
 
+@gpu_route
 @pytest.mark.parametrize("name", ["sgd_momentum_wd", "adamw"])
 def test_gpu_foreach_kernels_match_eager(name):
     with config.patch(device_override="gpu", gpu_foreach_kernels=True):
