@@ -130,8 +130,8 @@ def test_foreach_optimizer_steps_cuda(name, flag):
             losses = [fn(x) for _ in range(4)]
         runs.append((m, losses, metrics.snapshot()))
     (me, le, _), (ms, ls, got) = runs
-    assert got.graphs_failed == 0 and got.graphs_gpu >= 2, got  # (forward and backward; the first step's state init may not be)
-    assert (got.fallback_calls == 0) == (flag or DEVICE == "cpu"), dict(got.fallback_ops)  # (the CPU route splits always)
+    assert got.graphs_failed == 0 and got.graphs_gpu >= 2, got  # (forward, backward; a state init may not be)
+    assert (got.fallback_calls == 0) == (flag or DEVICE == "cpu"), dict(got.fallback_ops)  # (CPU route: always split)
     torch.testing.assert_close(torch.stack(ls), torch.stack(le), rtol=1e-5, atol=1e-6)
     for a, b in zip(ms.parameters(), me.parameters()):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
