@@ -165,6 +165,17 @@ def test_launch_configs_are_chosen_per_size_class():
     assert [k.rsplit("-", 1)[1] for k, _ in again.asked] == ["persistent/x5"]
 
 
+def test_launch_bound_size_classes_keep_the_hints_choice():
+    """Classes under autotune_min_elements keep the hint's first candidate: no compile of their own."""
+    cfg = config(autotune=True, autotune_min_elements=1 << 40, autotuner=_Recording())
+    x = inp("x", (s0, s1))
+    g = sized(Graph((x,), (red("buf0", (s0,), (s1,), "sum", load("x", s1 * i0 + r0, f32)),), ("buf0",)))
+    module = run_sizes(g, cfg=cfg, sizes=[(2, 16), (70, 16)])
+    (k,) = artifact_of(module).kernels
+    firsts = {c.variant: c for c in reversed(k.candidates)}
+    assert k.by_size and all(set(cs) <= set(firsts.values()) for _, cs in k.by_size)
+
+
 @pytest.mark.parametrize("store_along_y", [False, True], ids=["store-x", "store-y"])
 def test_transpose_add_tiles_on_a_flat_grid(store_along_y):
     """x + y.t() over (s0, s1): loads disagree on the contiguous dim, so the kernel takes 2-D tiles (judged

@@ -98,14 +98,20 @@ def _elements(plan, xn: int | None = None) -> int:
     return x * hint(plan.ynumel, plan.size_hints) * max(hint(plan.rnumel, plan.size_hints), 1)
 
 
-def class_candidates(plan, vs: list, config: GpuConfig) -> tuple:
+def class_candidates(plan, vs: list, hint_cands: list, config: GpuConfig) -> tuple:
     """((size class, candidates), ...) of a kernel whose x count is symbolic (size_classes.py): each
-    class's candidates are made at its largest count, raced as kernel_set races the hint's."""
+    class's candidates are made at its largest count, raced as kernel_set races the hint's. A class
+    under autotune_min_elements is launch-bound: it keeps the hint's first choice, so it costs no
+    compile of its own (a serving loop's first call at a new small size does not stall)."""
     bucketed = not is_static(plan.rnumel) and len(vs) > 1
+    firsts = _firsts(hint_cands) if bucketed else hint_cands[:1]
     out = []
     for c, xn in class_sizes(plan.xnumel, plan.size_ranges):
+        if _elements(plan, xn) < config.autotune_min_elements:
+            out.append((c, tuple(firsts)))
+            continue
         cands = [cfg for ks in vs for cfg in candidates(plan, ks, config, xn=xn)]
-        if not _tuning(config) or _elements(plan, xn) < config.autotune_min_elements:
+        if not _tuning(config):
             cands = _firsts(cands) if bucketed else cands[:1]
         out.append((c, tuple(cands)))
     return tuple(out)
@@ -147,7 +153,7 @@ def _generate(schedule, extern_kernels, config: GpuConfig):
     plans, scatters = plan_with_scatters(schedule, config, plan_kernels)
     launch = {p.index: scatter_kernel_set(p, scatters[p.index], config, errors) if p.index in scatters
               else kernel_set(p, config, errors) for p in plans if p.form != EXTERN_FORM and not p.empty}
-    by_size = {p.index: class_candidates(p, launch[p.index][0], config) for p in plans
+    by_size = {p.index: class_candidates(p, *launch[p.index], config) for p in plans
                if p.index in launch and p.index not in scatters}
     options = {}
     if config.pdl:
