@@ -63,16 +63,10 @@ def allocator_counts() -> dict:
 
 def kernel_ms(f, inputs, sync, calls: int) -> tuple[float, int]:
     """(GPU kernel ms per step, kernels per step) from torch.profiler's device events."""
-    from torch.profiler import ProfilerActivity, profile
+    from benchmarks.gpu.kernel_table import kernels_per_call
 
-    cuda = torch.cuda.is_available()
-    with profile(activities=[ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU]) as prof:
-        for _ in range(calls):
-            f(*inputs)
-        sync()
-    kind = torch.autograd.DeviceType.CUDA if cuda else torch.autograd.DeviceType.CPU
-    evs = [e for e in prof.events() if e.device_type == kind]
-    return sum(e.time_range.elapsed_us() for e in evs) / 1e3 / calls, round(len(evs) / calls)
+    ks = kernels_per_call(f, inputs, sync, calls)
+    return sum(us for us, _ in ks.values()) / 1e3, round(sum(n for _, n in ks.values()))
 
 
 def host_profile(f, inputs, sync, calls: int, top: int) -> str:

@@ -108,28 +108,14 @@ def test_foreach_optimizer_steps_cuda(name, flag):
     """foreach=True optimizer steps compiled with the backward, four steps, against eager: torch's
     multi-tensor kernels as a library call, or (Config.gpu_foreach_kernels) per-tensor Stax kernels
     written into the parameters, with no fallback left."""
-    from test_optimizer_step import OPTIMIZERS, _model
+    from test_optimizer_step import optimizer_steps
 
-    x = torch.randn(16, 32, generator=torch.Generator().manual_seed(1)).to(DEVICE)
     runs = []
     for compiled in (False, True):
         torch._dynamo.reset()
-        metrics.reset()
-        m = _model(0).to(DEVICE)
-        opt = OPTIMIZERS[name](m.parameters())
-
-        def step(x, m=m, opt=opt):
-            opt.zero_grad(set_to_none=True)
-            loss = (m(x) ** 2).mean()
-            loss.backward()
-            opt.step()
-            return loss.detach()
-
         with config.patch(gpu_foreach_kernels=flag):
-            fn = torch.compile(step, backend="stax") if compiled else step
-            losses = [fn(x) for _ in range(4)]
-        runs.append((m, losses, metrics.snapshot()))
-    (me, le, _), (ms, ls, got) = runs
+            runs.append(optimizer_steps(name, compiled, 4, DEVICE))
+    (me, _, le, _), (ms, _, ls, got) = runs
     assert got.graphs_failed == 0 and got.graphs_gpu >= 2, got  # (forward, backward; a state init may not be)
     assert (got.fallback_calls == 0) == (flag or DEVICE == "cpu"), dict(got.fallback_ops)  # (CPU route: always split)
     torch.testing.assert_close(torch.stack(ls), torch.stack(le), rtol=1e-5, atol=1e-6)

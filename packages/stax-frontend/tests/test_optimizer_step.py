@@ -66,25 +66,29 @@ OPTIMIZERS = {
 }
 
 
+def optimizer_steps(name: str, compiled: bool, steps: int, device: str = "cpu") -> tuple:
+    """(model, optimizer, losses, metrics) of `steps` training steps of _model(0) with OPTIMIZERS[name]
+    (test_cuda.py runs them on a GPU)."""
+    x = torch.randn(16, 32, generator=torch.Generator().manual_seed(1)).to(device)
+    m = _model(0).to(device)
+    opt = OPTIMIZERS[name](m.parameters())
+
+    def step(x):
+        opt.zero_grad(set_to_none=True)
+        loss = (m(x) ** 2).mean()
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    fn = torch.compile(step, backend="stax") if compiled else step
+    metrics.reset()
+    losses = [fn(x) for _ in range(steps)]
+    return m, opt, losses, metrics.snapshot()
+
+
 @pytest.mark.parametrize("name", sorted(OPTIMIZERS))
 def test_foreach_optimizer_steps_match_eager_without_fallbacks(name):
-    x = torch.randn(16, 32, generator=torch.Generator().manual_seed(1))
-    runs = []
-    for compiled in (False, True):
-        m = _model(0)
-        opt = OPTIMIZERS[name](m.parameters())
-
-        def step(x, m=m, opt=opt):
-            opt.zero_grad(set_to_none=True)
-            loss = (m(x) ** 2).mean()
-            loss.backward()
-            opt.step()
-            return loss.detach()
-
-        fn = torch.compile(step, backend="stax") if compiled else step
-        metrics.reset()
-        losses = [fn(x) for _ in range(3)]
-        runs.append((m, opt, losses, metrics.snapshot()))
+    runs = [optimizer_steps(name, compiled, 3) for compiled in (False, True)]
     (me, oe, le, _), (ms, os_, ls, got) = runs
     assert got.graphs_compiled >= 3 and got.graphs_failed == 0
     assert got.fallback_calls == 0, got.fallback_ops  # the foreach ops are Stax kernels now
