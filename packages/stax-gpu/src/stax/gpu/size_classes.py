@@ -13,11 +13,7 @@ from __future__ import annotations
 
 import math
 
-import sympy
-from stax.ir.index import sympify
-from stax.ir.value_ranges import bound_index
-
-from .symbolic import is_static
+from .symbolic import is_static, size_range
 
 RATIO_BITS = 2  # a class spans a factor of 2**RATIO_BITS
 LARGEST = 1 << 31  # counts beyond this (an unbounded size) share the last class
@@ -35,7 +31,7 @@ def class_top(c: int) -> int:
 
 def count_range(numel, ranges: dict) -> tuple[int, int]:
     """(least, largest) value of a symbolic element count over the size ranges, the largest capped at LARGEST."""
-    r = bound_index(sympy.expand(sympify(numel)), ranges)
+    r = size_range(numel, ranges)
     lo = int(r.lo) if math.isfinite(r.lo) else 1
     hi = int(r.hi) if math.isfinite(r.hi) and r.hi < LARGEST else LARGEST
     return max(lo, 1), max(hi, 1)

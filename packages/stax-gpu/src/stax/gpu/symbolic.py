@@ -46,11 +46,16 @@ def hint(x, hints: dict) -> int:
     return int(e) if e.is_Integer else int(e.xreplace(hints))
 
 
+def size_range(x, ranges: dict):
+    """The ValueRange size `x` takes over the size symbols' ranges (its ends may be infinite)."""
+    return bound_index(sympy.expand(sympify(x)), ranges)
+
+
 def upper_bound(x, ranges: dict) -> float:
     """The largest value size `x` takes over the size symbols' ranges (inf when unbounded)."""
     if isinstance(x, int):
         return x
-    return bound_index(sympy.expand(sympify(x)), ranges).hi
+    return size_range(x, ranges).hi
 
 
 def symbols_of(exprs) -> frozenset:
