@@ -63,7 +63,7 @@ def allocator_counts() -> dict:
 
 def kernel_ms(f, inputs, sync, calls: int) -> tuple[float, int]:
     """(GPU kernel ms per step, kernels per step) from torch.profiler's device events."""
-    from benchmarks.gpu.kernel_table import kernels_per_call
+    from benchmarks.gpu.kernel_probe import kernels_per_call
 
     ks = kernels_per_call(f, inputs, sync, calls)
     return sum(us for us, _ in ks.values()) / 1e3, round(sum(n for _, n in ks.values()))

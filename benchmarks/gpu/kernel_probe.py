@@ -115,6 +115,16 @@ def profiled(fn, inputs, calls: int, sync):
     return prof
 
 
+def kernels_per_call(fn, inputs, sync, calls: int) -> dict[str, tuple[float, float]]:
+    """Kernel name -> (device us per call, launches per call) of `calls` profiled calls, as they run
+    (CUDA graph replays included: host_probe.py, dynamic_probe.py)."""
+    by: dict = defaultdict(lambda: [0.0, 0])
+    for name, _, us in gpu_kernels(profiled(fn, inputs, calls, sync)):
+        by[name][0] += us
+        by[name][1] += 1
+    return {k: (us / calls, n / calls) for k, (us, n) in by.items()}
+
+
 def library_rows(kernels, calls: int, top: int = 25) -> list[dict]:
     by = defaultdict(lambda: [0.0, 0])
     for name, _, us in kernels:
