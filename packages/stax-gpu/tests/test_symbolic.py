@@ -140,9 +140,11 @@ class _Recording:
 def test_launch_configs_are_chosen_per_size_class():
     """A symbolic kernel's candidates are made per size class of its x count (a factor of 4 each) and
     chosen once per class: rows 2 and 3 share a class, 33 and 70 get their own, with larger blocks
-    allowed; the artifact keeps every class's choice, and a load asks again only for a new class."""
+    allowed; the artifact keeps every class's choice, and a load asks again only for a new class.
+    (On a GPU a reduction's blocks are also capped by the SM count: num_sms=1, so the caps scale with
+    the rows as under the interpreter.)"""
     tuner = _Recording()
-    cfg = config(autotune=True, autotune_min_elements=0, autotuner=tuner)
+    cfg = config(autotune=True, autotune_min_elements=0, autotuner=tuner, num_sms=1)
     x = inp("x", (s0, s1))
     g = sized(Graph((x,), (red("buf0", (s0,), (s1,), "sum", load("x", s1 * i0 + r0, f32)),), ("buf0",)))
     module = run_sizes(g, cfg=cfg, sizes=[(2, 16), (3, 16), (33, 16), (70, 16)])
