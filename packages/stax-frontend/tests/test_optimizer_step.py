@@ -171,6 +171,29 @@ def test_gpu_foreach_kernels_match_eager(name):
         test_foreach_optimizer_steps_match_eager_without_fallbacks(name)
 
 
+@gpu_route
+def test_gpu_foreach_kernels_steps_replay_cuda_graphs(monkeypatch, caplog):
+    """With the step written into the donated parameters, its module is still graphed (its outputs are
+    views of the inputs, not the graph's memory): every stax.gpu module replays, under HostGraphs."""
+    import stax.gpu.graphs
+    from stax.gpu.host_graphs import HostGraphs
+
+    backend = HostGraphs()
+    monkeypatch.setattr(stax.gpu.graphs, "BACKEND", backend)
+    runs = []
+    for compiled in (False, True):
+        torch._dynamo.reset()
+        with config.patch(device_override="gpu", gpu_foreach_kernels=True), caplog.at_level("INFO", "stax.gpu"):
+            runs.append(optimizer_steps("adamw", compiled, 6))
+    (me, _, le, _), (ms, _, ls, got) = runs
+    assert got.fallback_calls == 0, got.fallback_ops
+    assert "CUDA graphs off" not in caplog.text
+    assert backend.replays >= 3 * 3, (backend.captures, backend.replays)  # forward, backward, step: calls 3-6
+    torch.testing.assert_close(torch.stack(ls), torch.stack(le), rtol=1e-5, atol=1e-6)
+    for a, b in zip(ms.parameters(), me.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
 def test_foreach_kernels_off_keeps_the_fallback():
     m = _model(0)
     opt = torch.optim.SGD(m.parameters(), lr=0.05, foreach=True)

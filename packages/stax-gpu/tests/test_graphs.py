@@ -162,13 +162,14 @@ def test_outputs_saved_for_backward_keep_their_instance_busy(xw):
 
 
 def test_new_addresses_run_plainly_and_keys_are_bounded(xw):
+    """(stage_bytes=0: these small inputs would be copied into staged buffers otherwise, next test)"""
     _, w = xw
-    g = GraphedCall(two_outputs, "t", backend=HostGraphs(), keys=2)
+    g = GraphedCall(two_outputs, "t", backend=HostGraphs(), keys=2, stage_bytes=0)
     fresh = [torch.randn(4, 8) for _ in range(4)]  # all alive: four distinct addresses
     for x in fresh:
         assert same(g([x, w]), reference(x, w))
     assert g.stats == {"plain": 4, "captures": 0, "replays": 0}
-    g = GraphedCall(two_outputs, "t", backend=HostGraphs(), keys=2)
+    g = GraphedCall(two_outputs, "t", backend=HostGraphs(), keys=2, stage_bytes=0)
     xs = [torch.randn(4, 8) for _ in range(3)]
     for _ in range(3):
         for x in xs:
@@ -177,6 +178,43 @@ def test_new_addresses_run_plainly_and_keys_are_bounded(xw):
     # round 3 warms the first up again and replays the other two
     assert len(g.entries) == 2
     assert g.stats == {"plain": 4, "captures": 3, "replays": 2}
+
+
+def test_small_inputs_that_move_each_call_are_staged(xw, caplog):
+    """A backward's loss gradient is fresh each step: a small input whose address changes is copied into
+    a buffer of the graph's own, keyed without it, so the graph replays; a larger one keeps the key."""
+    x, w = xw
+    g = GraphedCall(two_outputs, "t", backend=HostGraphs(), stage_bytes=w.nbytes)
+    with caplog.at_level("INFO", "stax.gpu"):
+        for k in range(5):
+            w_k = torch.randn(4, 8)  # fresh each call, kept alive: a new address every time
+            got = g([x, w_k])
+            assert same(got, reference(x, w_k)), k
+            del got
+            kept = w_k  # noqa: F841 - (the next w_k cannot take this address)
+    assert g.staged == {1} and "inputs [1] move each call (128 bytes)" in caplog.text
+    # call 1 plain; call 2 learns the staging and warms the new key up; 3 captures; 4-5 replay
+    assert g.stats == {"plain": 2, "captures": 1, "replays": 2}
+    g = GraphedCall(two_outputs, "t", backend=HostGraphs(), stage_bytes=w.nbytes - 1)
+    ws = [torch.randn(4, 8) for _ in range(5)]
+    for w_k in ws:
+        assert same(g([x, w_k]), reference(x, w_k))
+    assert not g.staged and g.stats == {"plain": 5, "captures": 0, "replays": 0}
+
+
+def test_an_output_written_into_a_staged_input_turns_graphs_off(xw):
+    """A staged input's graph reads a copy: an output written into it would not be the caller's tensor."""
+    x, _ = xw
+    g = GraphedCall(in_place, "t", backend=HostGraphs())
+    expect = x.clone()
+    for _ in range(4):
+        w = torch.randn(4, 8)
+        x_k = x.clone()  # a fresh x each call: staged, and the step is written into it
+        got = g([x_k, w])
+        assert torch.equal(got[1], x_k + 0) and torch.equal(x_k, expect + w)
+        assert got[1].data_ptr() == x_k.data_ptr()
+        held = (x_k, w)  # noqa: F841
+    assert g.disabled == "an output is written into a staged input (a copy of the caller's)"
 
 
 def test_another_layout_at_the_same_address_runs_plainly():
@@ -234,19 +272,46 @@ def test_a_symbolic_module_is_graphed_per_sizes(monkeypatch):
     assert m.call.stats == {"plain": 2, "captures": 2, "replays": 2}
 
 
-def test_an_output_in_an_input_s_memory_turns_graphs_off(xw):
-    def in_place(args):
-        x, w = args
-        args.clear()
-        return (x.add_(w),)
+def in_place(args):
+    """An optimizer step's shape: the new x written into x's memory (a donated input), and a graph-owned output."""
+    x, w = args
+    args.clear()
+    return (w * 3, x.add_(w), x.view(-1)[4:12].view(2, 4))
 
+
+def test_an_output_in_an_input_s_memory_is_replayed_as_a_view_of_that_input(xw):
     x, w = xw
     g = GraphedCall(in_place, "t", backend=HostGraphs())
     expect = x.clone()
-    for _ in range(3):
+    held = []
+    for k in range(5):
         expect += w
-        assert torch.equal(g([x, w])[0], expect)
-    assert g.disabled == "an output shares an input's memory"
+        got = g([x, w])
+        assert torch.equal(got[0], w * 3) and torch.equal(got[1], expect), k
+        assert got[1].data_ptr() == x.data_ptr() and got[2].data_ptr() == x.data_ptr() + 4 * x.element_size()
+        assert torch.equal(got[2], expect.view(-1)[4:12].view(2, 4))
+        held.append(got[1])  # holding the views of x keeps no instance busy: they are not the graph's memory
+        del got
+    assert g.disabled == ""
+    assert g.stats == {"plain": 1, "captures": 1, "replays": 3}
+
+
+def test_an_output_outside_its_input_s_extent_turns_graphs_off(xw):
+    """The key holds an input's address and layout, not its storage's: an output in the input's storage
+    but outside its view could be another tensor's memory at a later call with the same address."""
+    def before_the_input(args):
+        x, w = args
+        args.clear()
+        base = torch.empty(0).set_(x.untyped_storage(), 0, (8,), (1,))
+        return (base.add_(w[0]),)
+
+    x, w = xw
+    g = GraphedCall(before_the_input, "t", backend=HostGraphs())
+    ref = x.clone()
+    for _ in range(3):
+        ref[0] += w[0]
+        assert torch.equal(g([x[1:], w])[0], ref[0])
+    assert g.disabled == "output 0 reaches outside input 0, whose memory it shares"
 
 
 def test_an_input_on_the_host_turns_graphs_off(xw):

@@ -18,11 +18,15 @@ later capture reuses what an earlier one freed, as plain calls do: a graphed tra
 keeps about a plain step's memory, not the sum of its graphs' peaks. An instance then replays
 only while every instance captured after it into its pool is idle too (graph_pools's rule).
 
-Modules that call fallback ATen ops (any may synchronize) or return memory they did not
-allocate (an output reusing an input's storage) are not graphed; lowered extern kernels
-(matmuls, convolutions) are captured. A module whose error flag is read synchronously (an
-integer gather's bounds check: its wrong lanes are not poisoned) is captured without that
-read, and GraphedCall reads the flag after each replay, so the call raises as a plain one does.
+Modules that call fallback ATen ops (any may synchronize) are not graphed; lowered extern
+kernels (matmuls, convolutions) are captured. An output written into an input's memory (§7.5
+in-place reuse of a donated input: an optimizer step's new parameters) is not the graph's: each
+call hands it out as a view of that call's input, which the key's address makes the same memory.
+A small input whose address changes each call (a backward's loss gradient, fresh token ids) is
+copied into a buffer of the graph's own and left out of the key (staging, STAGE_BYTES): keyed by
+it, the graph would never replay. A module whose error flag is read synchronously (an integer
+gather's bounds check: its wrong lanes are not poisoned) is captured without that read, and
+GraphedCall reads the flag after each replay, so the call raises as a plain one does.
 
 With programmatic dependent launch (GpuConfig.pdl) a graph has a cost too: PDL overlaps
 a kernel's launch with the previous kernel's drain within a graph but not across two
@@ -48,6 +52,9 @@ from collections import OrderedDict
 import torch
 
 log = logging.getLogger("stax.gpu")
+
+
+STAGE_BYTES = 1 << 16  # inputs that move each call, up to this many bytes in all, are copied in (GraphedCall)
 
 
 class CudaGraphs:
@@ -115,36 +122,82 @@ def _use_counts(outs) -> tuple:
 
 
 class _Instance:
-    __slots__ = ("handle", "outs", "result", "base", "copied", "pool", "__weakref__")
+    __slots__ = ("handle", "outs", "result", "base", "copied", "pool", "views", "__weakref__")
 
-    def __init__(self, handle, result: list, pool=None):
+    def __init__(self, handle, result: list, pool=None, views: dict | None = None):
         self.handle = handle
-        self.result = result  # a list: each call hands out a new tuple of the same tensors
+        self.result = result  # the outputs in the graph's memory: each call hands out a new tuple of them
         self.outs = tuple((o, o.untyped_storage()._cdata) for o in result)
         self.base = _use_counts(self.outs)
         # one-element outputs (a loss) are handed out as copies: a caller that keeps last step's loss
         # while calling again would otherwise cost a second instance (a second copy of every saved activation)
         self.copied = tuple(k for k, o in enumerate(result) if o.numel() <= 1)
         self.pool = pool  # graph_pools.Pool shared with other instances, or None (a private pool)
+        # output position -> (input, offset from the input's start, size, stride): outputs written into an
+        # input's memory (in-place reuse of a donated input), handed out as views of that call's input
+        self.views = views or {}
 
     def idle(self) -> bool:
         return _use_counts(self.outs) == self.base
 
-    def hand_out(self) -> tuple:
-        if not self.copied:
+    def views_of(self, args: list) -> list:
+        """This call's outputs in its inputs' memory (taken before the call lets go of its inputs)."""
+        if not self.views:
+            return []
+        return [(k, args[i].as_strided(size, stride, args[i].storage_offset() + rel))
+                for k, (i, rel, size, stride) in sorted(self.views.items())]
+
+    def hand_out(self, views: list) -> tuple:
+        """This call's outputs, after its replay (`views`: views_of's)."""
+        if not self.copied and not views:
             return tuple(self.result)
         out = list(self.result)
         for k in self.copied:
             out[k] = out[k].clone()
+        for k, v in views:
+            out.insert(k, v)
         return tuple(out)
 
 
+def _input_views(outs, args: list):
+    """{output position: (input, offset, size, stride)} for outputs in an input's memory, or why not replayable.
+
+    Such an output must lie within its input's own extent (the key holds the input's address and layout, not
+    its storage's), so a later input at the same address backs the same elements."""
+    owner = {a.untyped_storage().data_ptr(): i for i, a in enumerate(args)}
+    views = {}
+    for k, o in enumerate(outs):
+        i = owner.get(o.untyped_storage().data_ptr())
+        if i is None:
+            continue
+        a = args[i]
+        rel = o.storage_offset() - a.storage_offset()
+        if o.dtype != a.dtype or rel < 0 or rel + _extent(o) > _extent(a):
+            return f"output {k} reaches outside input {i}, whose memory it shares"
+        views[k] = (i, rel, tuple(o.size()), tuple(o.stride()))
+    return views
+
+
+def _extent(t: torch.Tensor) -> int:
+    """Elements from a tensor's first to one past its last (0 when empty)."""
+    if t.numel() == 0:
+        return 0
+    return 1 + sum((n - 1) * abs(st) for n, st in zip(t.size(), t.stride()))
+
+
 class _Entry:
-    __slots__ = ("layouts", "instances")
+    __slots__ = ("layouts", "instances", "staging")
 
     def __init__(self, layouts):
         self.layouts = layouts
         self.instances: list[_Instance] = []
+        self.staging: tuple = ()  # ((input position, buffer the graph reads instead), ...)
+
+    def stage(self, args: list) -> None:
+        """Copy each staged input into the buffer the graphs read, which takes its place in `args`."""
+        for k, buf in self.staging:
+            buf.copy_(args[k])
+            args[k] = buf
 
 
 def _layouts(args) -> tuple:
@@ -162,7 +215,8 @@ class GraphedCall:
     """
 
     def __init__(self, call, name: str, errors=None, warmup: int = 1, instances: int = 2, keys: int = 4,
-                 backend=None, gpu_bound_ratio: float = 0.0, probe_calls: int = 3, pools=None):
+                 backend=None, gpu_bound_ratio: float = 0.0, probe_calls: int = 3, pools=None,
+                 stage_bytes: int = STAGE_BYTES):
         self.call = call
         self.name = name
         self.errors = errors
@@ -181,6 +235,9 @@ class GraphedCall:
         self.disabled = ""  # why graphs were turned off for this module, once they were
         self.stats = {"replays": 0, "captures": 0, "plain": 0}
         self.pools = pools  # graph_pools.PoolRegistry: instance k captures into its shared pool k; None: private
+        self.stage_bytes = stage_bytes
+        self.staged: frozenset[int] = frozenset()  # input positions copied into the graph's buffers (learned)
+        self.last: tuple = ()  # the previous call's input addresses
 
     def __call__(self, args: list, sizes: tuple | None = None):
         """`sizes`: a symbolic-shape module's size values (its call's second argument): part of the
@@ -189,14 +246,20 @@ class GraphedCall:
         if self.disabled or self.backend.capturing():  # inside a user's capture: launches join it
             self.stats["plain"] += 1
             return call(args)
-        key = tuple(a.data_ptr() for a in args) if sizes is None else (*(a.data_ptr() for a in args), *sizes)
+        ptrs = tuple(a.data_ptr() for a in args)
+        key = self._key(ptrs, sizes)
+        entry = self.entries.get(key)
+        if entry is None and self.stage_bytes and self._learn_staging(ptrs, args):
+            key = self._key(ptrs, sizes)
+        self.last = ptrs
         if self.gpu_bound and key in self.gpu_bound:  # (empty unless pdl: no lookup on the replay path)
             self.stats["plain"] += 1
             return call(args)
-        entry = self.entries.get(key)
         if entry is not None and entry.layouts == _layouts(args):
             for inst in entry.instances:
                 if inst.idle() and (inst.pool is None or inst.pool.clear_for(inst)):
+                    entry.stage(args)
+                    views = inst.views_of(args)
                     args.clear()
                     if self.errors:
                         self.errors.begin()  # raise what an earlier call flagged
@@ -206,7 +269,7 @@ class GraphedCall:
                         self._replay_then_read(inst.handle)
                     else:
                         self.backend.replay(inst.handle)
-                    return inst.hand_out()
+                    return inst.hand_out(views)
             if len(entry.instances) >= self.max_instances:
                 self.stats["plain"] += 1
                 return call(args)
@@ -226,6 +289,33 @@ class GraphedCall:
                 return call(args)
         entry = _Entry(_layouts(args))
         return self._capture(key, entry, args, call)
+
+    def _key(self, ptrs: tuple, sizes) -> tuple:
+        """What a graph is keyed by: the addresses of the inputs it reads in place, and the sizes."""
+        if self.staged:
+            ptrs = tuple(p for k, p in enumerate(ptrs) if k not in self.staged)
+        return ptrs if sizes is None else (*ptrs, *sizes)
+
+    def _learn_staging(self, ptrs: tuple, args: list) -> bool:
+        """Stage the inputs that moved since the last call, when they are small (STAGE_BYTES in all).
+
+        A training step's backward gets a fresh loss gradient each step, and a model called on fresh
+        token ids gets new addresses each call: keyed by them, its graph would never replay. Copying
+        them into buffers of the graph's own costs a launch each; their old keys are dropped."""
+        if len(ptrs) != len(self.last):
+            return False
+        moved = [k for k, (p, q) in enumerate(zip(ptrs, self.last)) if p != q and k not in self.staged]
+        size = sum(args[k].untyped_storage().nbytes() for k in moved)
+        if not moved or size > self.stage_bytes:
+            return False
+        self.staged = self.staged | frozenset(moved)
+        self.entries.clear()
+        self.seen.clear()
+        self.probes.clear()
+        self.gpu_bound.clear()
+        log.info("%s: inputs %s move each call (%d bytes): copied into buffers its CUDA graphs read",
+                 self.name, sorted(self.staged), size)
+        return True
 
     def _timed_call(self, key, args: list, call):
         """A plain call whose host and GPU time (with the key's other timed calls) decide whether to capture."""
@@ -260,9 +350,13 @@ class GraphedCall:
         if self.errors:
             self.errors.begin()  # raise what an earlier call flagged here, not inside the capture
         host = [k for k, a in enumerate(args) if a.device.type != self.backend.device_type]
+        if not host and self.staged and not entry.staging:
+            entry.staging = tuple((k, torch.empty_strided(args[k].size(), args[k].stride(), dtype=args[k].dtype,
+                                                          device=args[k].device)) for k in sorted(self.staged))
+        given, args = args, list(args)  # a plain call after all gets the caller's inputs, not their staged copies
+        entry.stage(args)
         if host:  # a CPU scalar (attention RNG state) is read by the host when launching: a replay would reuse it
-            return self._disable(f"inputs {host} are on the host (a graph would keep their first values)", args, call)
-        inputs = {a.untyped_storage().data_ptr() for a in args}
+            return self._disable(f"inputs {host} are on the host (a graph would keep their first values)", given, call)
         pool = None
         if self.pools is not None:
             pool = self.pools.pool(self.backend, args[0].device if args else "", len(entry.instances))
@@ -272,17 +366,20 @@ class GraphedCall:
         try:
             handle, outs = self.backend.capture(call, list(args), pool=None if pool is None else pool.handle)
         except Exception as e:  # noqa: BLE001 - a capture failure costs the graphs, never the call
-            return self._disable(f"capture failed ({type(e).__name__}: {e})", args, call, logging.WARNING)
+            return self._disable(f"capture failed ({type(e).__name__}: {e})", given, call, logging.WARNING)
         finally:
             if self.sync_errors:
                 self.errors.held = False
         if not all(isinstance(o, torch.Tensor) for o in outs):
-            return self._disable("an output is not a tensor", args, call)
-        if any(o.untyped_storage().data_ptr() in inputs for o in outs):
-            return self._disable("an output shares an input's memory", args, call)
-        result = list(outs)
+            return self._disable("an output is not a tensor", given, call)
+        views = _input_views(outs, args)
+        if not isinstance(views, str) and any(i in self.staged for i, *_ in views.values()):
+            views = "an output is written into a staged input (a copy of the caller's)"
+        if isinstance(views, str):
+            return self._disable(views, given, call)
+        result = [o for k, o in enumerate(outs) if k not in views]
         del outs  # the baseline counts below must see only this module's own references
-        inst = _Instance(handle, result, pool)
+        inst = _Instance(handle, result, pool, views)
         if pool is not None:
             pool.join(inst)
         entry.instances.append(inst)
@@ -294,12 +391,14 @@ class GraphedCall:
         self.stats["captures"] += 1
         log.info("%s: captured CUDA graph %d for input addresses %s%s", self.name, len(entry.instances),
                  ",".join(hex(p) for p in key), "" if pool is None else f" (shared pool {len(entry.instances) - 1})")
+        views = inst.views_of(args)
         args.clear()
+        given.clear()
         if self.sync_errors:  # (capture recorded the kernels without running them)
             self._replay_then_read(inst.handle)
         else:
             self.backend.replay(inst.handle)
-        return inst.hand_out()
+        return inst.hand_out(views)
 
     def _replay_then_read(self, handle) -> None:
         """A replay of a module whose flag is read synchronously: the read the capture held, after it

@@ -35,15 +35,16 @@ class HostGraphs:
         if self.fail:
             raise RuntimeError(self.fail)
         inputs = list(args)
-        saved = [a.clone() for a in inputs]
+        stores = {a.untyped_storage().data_ptr(): a.untyped_storage() for a in inputs}
+        saved = [(st, st.clone()) for st in stores.values()]  # whole storages: an output may lie past a view
         outs = call(args)
         # through aliases: a CUDA graph's capture bumps no tensor's version counter, and autograd
         # checks those (an input saved for an eager backward would look modified in place)
         for o in outs:
             if o.is_floating_point():
                 _alias(o).fill_(math.nan)
-        for a, s in zip(inputs, saved):  # as if nothing ran (an output written in place included)
-            _alias(a).copy_(s)
+        for st, s in saved:  # as if nothing ran (an output written in place included)
+            st.copy_(s)
         self.captures += 1
         where = [(o.untyped_storage(), o.storage_offset(), o.size(), o.stride()) for o in outs]
         return (call, inputs, where), outs
