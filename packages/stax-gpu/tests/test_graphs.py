@@ -202,6 +202,26 @@ def test_small_inputs_that_move_each_call_are_staged(xw, caplog):
     assert not g.staged and g.stats == {"plain": 5, "captures": 0, "replays": 0}
 
 
+def test_inputs_at_new_addresses_most_calls_turn_graphs_off(xw):
+    """Each new address costs a capture; a module whose captures are not repaid by replays (fewer
+    than REPLAYS_PER_CAPTURE each, once it has captured 4 x its keys) runs plainly from then on."""
+    from stax.gpu.graphs import REPLAYS_PER_CAPTURE
+
+    x, _ = xw
+    g = GraphedCall(two_outputs, "t", backend=HostGraphs(), keys=1, stage_bytes=0)
+    ws = [torch.randn(4, 8) for _ in range(6)]
+    for w in ws:  # each address twice: a warm-up, then a capture
+        for _ in range(2):
+            assert same(g([x, w]), reference(x, w))
+    assert g.stats["captures"] == 4 and g.stats["replays"] == 0
+    assert g.disabled == "input addresses keep changing (4 captures, 0 replays)"
+    g = GraphedCall(two_outputs, "t", backend=HostGraphs(), keys=1, stage_bytes=0)
+    for w in ws:  # each address repaid: its capture replays REPLAYS_PER_CAPTURE times
+        for _ in range(2 + REPLAYS_PER_CAPTURE):
+            assert same(g([x, w]), reference(x, w))
+    assert not g.disabled and g.stats["captures"] == 6
+
+
 def test_an_output_written_into_a_staged_input_turns_graphs_off(xw):
     """A staged input's graph reads a copy: an output written into it would not be the caller's tensor."""
     x, _ = xw

@@ -61,7 +61,7 @@ DYNAMO = SizeVars.of(s0=(2, INF, 8), s1=(2, INF, 16))  # dynamo's ranges; hints:
 SIZES = [(8, 16), (3, 5), (33, 130), (2, 2), (70, 300)]  # (s0, s1): below, at and above the hints
 TOL = dict(rtol=1e-5, atol=1e-6)
 SMALL = dict(xblock_cap=4)  # several programs along x, ragged last block
-LOOPED = dict(r0_block_cap=8)  # R0_BLOCK steps of 8 over rows of any length
+LOOPED = dict(r0_block_cap=8, persistent_reduction_max=64)  # rows past 64 loop, in R0_BLOCK steps of 8
 
 
 def sized(graph: Graph, size_vars: SizeVars = DYNAMO) -> Graph:
@@ -120,9 +120,15 @@ def test_contiguous_dims_coalesce_into_one_flat_index():
 
 
 def _buckets(module) -> set:
-    """The forms (persistent / looped / any) the calls took; each bucket also names its size class."""
+    """The forms (persistent / looped / any) the calls took; each bucket also names its row block and size class."""
     (launcher,) = launchers(generated_module(module))
     return {b.partition("/")[0] for b in launcher.choices}
+
+
+def _row_blocks(module) -> set:
+    """The R0_BLOCKs the persistent form ran at (one per power-of-two row length)."""
+    (launcher,) = launchers(generated_module(module))
+    return {int(b.split("/r")[1].split("/")[0]) for b in launcher.choices if "/r" in b}
 
 
 class _Recording:
@@ -149,7 +155,7 @@ def test_launch_configs_are_chosen_per_size_class():
     g = sized(Graph((x,), (red("buf0", (s0,), (s1,), "sum", load("x", s1 * i0 + r0, f32)),), ("buf0",)))
     module = run_sizes(g, cfg=cfg, sizes=[(2, 16), (3, 16), (33, 16), (70, 16)])
     (launcher,) = launchers(generated_module(module))
-    assert sorted(launcher.choices) == ["persistent/x1", "persistent/x3", "persistent/x4"]
+    assert sorted(launcher.choices) == ["persistent/r16/x1", "persistent/r16/x3", "persistent/r16/x4"]
     keys = [k for k, _ in tuner.asked]
     assert len(keys) == 3 and len(set(keys)) == 3 and all(k.endswith(b) for k, b in zip(keys, sorted(launcher.choices)))
     xblocks = [max(c.kwargs()["XBLOCK"] for c in cands) for _, cands in tuner.asked]
@@ -164,7 +170,7 @@ def test_launch_configs_are_chosen_per_size_class():
         flats, tensors = make_inputs(bound)
         (got,) = loaded.call(list(tensors), values)
         check_outputs(bound, flats, [as_numpy(got)], outputs(bound, interpret(bound, flats)), module_math(cfg), TOL)
-    assert [k.rsplit("-", 1)[1] for k, _ in again.asked] == ["persistent/x5"]
+    assert [k.rsplit("-", 1)[1] for k, _ in again.asked] == ["persistent/r16/x5"]
 
 
 def test_launch_bound_size_classes_keep_the_hints_choice():
@@ -196,22 +202,39 @@ def test_transpose_add_tiles_on_a_flat_grid(store_along_y):
 
 
 def test_row_sum_over_a_symbolic_dim():
-    """Rows of any length: a persistent form for rows that fit R0_BLOCK (the hint's, 16), a looped one,
-    whose r-loop runs to the r0_numel argument, for longer rows; both masked on their tails."""
+    """Rows of any length: a persistent form for rows up to persistent_reduction_max, its R0_BLOCK the
+    call's row padded to a power of two (a launch argument), and a looped one, whose r-loop runs to the
+    r0_numel argument, for longer rows; both masked on their tails."""
     x = inp("x", (s0, s1))
     g = sized(Graph((x,), (red("buf0", (s0,), (s1,), "sum", load("x", s1 * i0 + r0, f32)),), ("buf0",)))
     module = run_sizes(g, cfg=config(**SMALL, **LOOPED))
     assert "for r0_offset in range(0, r0_numel, R0_BLOCK):" in kernel_src(module, "triton_red_fused_0")
     per = kernel_src(module, "triton_per_fused_0")
-    assert "R0_BLOCK: tl.constexpr = 16" in per and "r0_mask = r0_index < r0_numel" in per
+    assert "XBLOCK: tl.constexpr, R0_BLOCK: tl.constexpr):" in per and "r0_mask = r0_index < r0_numel" in per
     assert _buckets(module) == {"persistent", "looped"}  # s1 = 16, 5, 2 fit; 130 and 300 loop
+    assert _row_blocks(module) == {16, 8, 2}
+
+
+def test_long_symbolic_rows_stay_persistent_at_their_own_block():
+    """A row hint of 16 called with rows of 300: the persistent form at R0_BLOCK 512, fewer rows per
+    program than at the hint (heuristics.at_row_block), not the looped form (the dynamic BERT's
+    softmax over 512 keys ran 5x slower looped than a static compile's persistent kernel)."""
+    x = inp("x", (s0, s1))
+    g = sized(Graph((x,), (red("buf0", (s0,), (s1,), "sum", load("x", s1 * i0 + r0, f32)),), ("buf0",)))
+    module = run_sizes(g, cfg=config(interpret=False, autotune=False), sizes=[(8, 16), (40, 300), (3, 5)])
+    assert _buckets(module) == {"persistent"} and _row_blocks(module) == {16, 512, 8}
+    (launcher,) = launchers(generated_module(module))
+    at = {b.split("/x")[0]: c.kwargs() for b, c in launcher.choices.items()}
+    assert at["persistent/r512"]["R0_BLOCK"] == 512
+    assert at["persistent/r512"]["XBLOCK"] * 512 <= max(at["persistent/r16"]["XBLOCK"], 1) * 16 or \
+        at["persistent/r512"]["XBLOCK"] == 1
 
 
 def test_long_hint_loops_only():
     """A row hint past persistent_reduction_max: only the looped form, one bucket."""
     x = inp("x", (s0, s1))
     g = sized(Graph((x,), (red("buf0", (s0,), (s1,), "sum", load("x", s1 * i0 + r0, f32)),), ("buf0",)))
-    module = run_sizes(g, cfg=config(persistent_reduction_max=8, **SMALL, **LOOPED))
+    module = run_sizes(g, cfg=config(**SMALL, **dict(LOOPED, persistent_reduction_max=8)))
     assert "triton_per_fused_0" not in module.source and _buckets(module) == {"any"}
 
 
@@ -234,10 +257,11 @@ def test_symbolic_rows_static_row_length_stays_persistent():
 
 @pytest.mark.parametrize("cfg", [dict(SMALL, **LOOPED), {}], ids=["small-blocks", "heuristic"])
 def test_softmax(cfg):
-    """max -> sum(exp(x - max)) -> divide: three r-loops over a row of symbolic length, one kernel."""
+    """max -> sum(exp(x - max)) -> divide: three r-loops over a row of symbolic length, one kernel
+    (looped past persistent_reduction_max: 64 with small blocks; by default every row here is persistent)."""
     module = run_sizes(sized(softmax_graph(s0, s1)), cfg=config(**cfg), tol=dict(rtol=1e-5, atol=1e-7))
     assert kernel_src(module, "triton_red_fused_0").count("for r0_offset in range(0, r0_numel, R0_BLOCK):") == 3
-    assert _buckets(module) == {"persistent", "looped"}
+    assert _buckets(module) == ({"persistent", "looped"} if cfg else {"persistent"})
 
 
 @pytest.mark.parametrize("cfg", [dict(SMALL, **LOOPED), {}], ids=["small-blocks", "heuristic"])
@@ -247,7 +271,7 @@ def test_layer_norm(cfg):
     module = run_sizes(sized(layernorm_graph(s0, s1)), cfg=config(**cfg), tol=dict(rtol=1e-4, atol=1e-5))
     assert "tl.full([1, 1], r0_numel, tl.float32)" in kernel_src(module, "triton_per_fused_0")
     assert "triton_helpers.welford_combine" in kernel_src(module, "triton_red_fused_0")
-    assert _buckets(module) == {"persistent", "looped"}
+    assert _buckets(module) == ({"persistent", "looped"} if cfg else {"persistent"})
 
 
 def test_mean_divides_by_a_size():

@@ -24,7 +24,9 @@ in-place reuse of a donated input: an optimizer step's new parameters) is not th
 call hands it out as a view of that call's input, which the key's address makes the same memory.
 A small input whose address changes each call (a backward's loss gradient, fresh token ids) is
 copied into a buffer of the graph's own and left out of the key (staging, STAGE_BYTES): keyed by
-it, the graph would never replay. A module whose error flag is read synchronously (an integer
+it, the graph would never replay. Larger inputs at new addresses most calls cost a capture
+each: a module that has captured 4 x its keys with fewer than REPLAYS_PER_CAPTURE replays per
+capture turns its graphs off. A module whose error flag is read synchronously (an integer
 gather's bounds check: its wrong lanes are not poisoned) is captured without that read, and
 GraphedCall reads the flag after each replay, so the call raises as a plain one does.
 
@@ -54,6 +56,7 @@ import torch
 log = logging.getLogger("stax.gpu")
 
 
+REPLAYS_PER_CAPTURE = 4  # fewer, once a module has captured 4 x its keys, and its graphs are turned off
 STAGE_BYTES = 1 << 16  # inputs that move each call, up to this many bytes in all, are copied in (GraphedCall)
 
 
@@ -347,6 +350,12 @@ class GraphedCall:
         return True
 
     def _capture(self, key, entry: _Entry, args: list, call):
+        captures, replays = self.stats["captures"], self.stats["replays"]
+        if captures >= 4 * self.max_keys and replays < REPLAYS_PER_CAPTURE * captures:
+            # inputs at new addresses most calls (an optimizer step reading an ungraphed backward's fresh
+            # gradients): a capture costs more than the launches its few replays save
+            return self._disable(f"input addresses keep changing ({captures} captures, {replays} replays)",
+                                 args, call)
         if self.errors:
             self.errors.begin()  # raise what an earlier call flagged here, not inside the capture
         host = [k for k, a in enumerate(args) if a.device.type != self.backend.device_type]

@@ -62,7 +62,8 @@ def candidates(plan: KernelPlan, ks: KernelSource, config: GpuConfig, xn: int | 
     if ks.variant == PERSISTENT:
         raw = _persistent(plan, ks.r0_block, xn, config)
         fix = lambda x: _cap(min(x, next_pow2(xn)), xcap)  # noqa: E731
-        cands = [LaunchConfig(ks.variant, (("XBLOCK", fix(x)),), w) for x, w in raw]
+        row = (("R0_BLOCK", ks.r0_block),) if "R0_BLOCK" in ks.blocks else ()  # sized per call: at the hint
+        cands = [LaunchConfig(ks.variant, (("XBLOCK", fix(x)),) + row, w) for x, w in raw]
     elif ks.variant == LOOPED:
         rcap = config.r0_block_cap
         rn = next_pow2(max(hint(plan.rnumel, plan.size_hints), 1))
@@ -85,6 +86,17 @@ def candidates(plan: KernelPlan, ks: KernelSource, config: GpuConfig, xn: int | 
             x = _cap(min(x, next_pow2(xn)), xcap)
             cands.append(LaunchConfig(ks.variant, (("XBLOCK", x),), max(1, min(w, x // 128))))
     return _dedupe(cands, 1 if config.interpret and not config.autotune else config.max_autotune_configs)
+
+
+def at_row_block(cfg: LaunchConfig, r: int) -> LaunchConfig:
+    """A persistent config made at its hint's R0_BLOCK, for rows padded to r (SizedLauncher's row
+    buckets): a longer row takes as many fewer rows per program (the program's elements, so its
+    registers, stay), with the warps _persistent gives rows of 512 and more; a shorter one keeps XBLOCK."""
+    b = cfg.kwargs()
+    base = b["R0_BLOCK"]
+    x = max(1, b["XBLOCK"] * base // r) if r > base else b["XBLOCK"]
+    w = max(cfg.num_warps, 8) if r >= 512 > base else cfg.num_warps
+    return LaunchConfig(cfg.variant, (("XBLOCK", x), ("R0_BLOCK", r)), w, cfg.num_stages)
 
 
 def _grid_cap(plan: KernelPlan, xn: int, config: GpuConfig) -> int | None:

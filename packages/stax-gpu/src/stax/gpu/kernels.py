@@ -36,11 +36,12 @@ class KernelSource:
     uses_err: bool
     numels: tuple  # (name, value) of the element-count parameters, in order (values: int or size expression)
     blocks: tuple  # tunable constexpr block names, in order
-    r0_block: int | None = None  # fixed R0_BLOCK of a persistent reduction
+    r0_block: int | None = None  # R0_BLOCK of a persistent reduction (a row sized per call: at the hint)
     full: frozenset = frozenset()  # axes whose mask is all-true (every launch config divides the size)
     swap: bool = False  # tiled: program_id(0) walks y tiles (grid (y, x)) instead of x tiles
     size_args: tuple = ()  # size symbols taken as int parameters after the numels (symbolic shapes)
     flat: bool = False  # tiled: one program_id walks every tile (a 1-D grid: symbolic tile counts)
+    r0_max: int | None = None  # a persistent form whose R0_BLOCK is a launch argument: rows up to this
 
     @property
     def symbolic(self) -> bool:
@@ -200,18 +201,22 @@ def write_reduction(plan: KernelPlan, config: GpuConfig, errors: ErrorTable, nam
         body = render_lines(em.top.lines, "    ", _trip_count(rn))
         blocks = ("XBLOCK", "R0_BLOCK")
     else:
-        head.insert(0, f"R0_BLOCK: tl.constexpr = {r0_block}")
+        blocks = ("XBLOCK",)
+        if is_static(rn):
+            head.insert(0, f"R0_BLOCK: tl.constexpr = {r0_block}")
+        else:  # a symbolic row: each call's R0_BLOCK fits its rows (SizedLauncher's row buckets)
+            blocks = ("XBLOCK", "R0_BLOCK")
         head.append(f"r0_index = tl.arange(0, R0_BLOCK)[None, :]{cast64}")
         if needs_rmask:
             head.append("r0_mask = r0_index < r0_numel")
         head += axis_defs(plan, "x") + rdefs
         body = render_lines(em.top.lines, "    ")
-        blocks = ("XBLOCK",)
     numels = (("xnumel", plan.xnumel), ("r0_numel", rn))
     head = widen_sizes(plan) + head
     src = "\n".join([signature(name, em, numels, blocks, plan.size_args)] + ["    " + h for h in head] + body) + "\n"
+    r0_max = None if looped or is_static(rn) else persistent_limit(plan, config)
     return KernelSource(name, LOOPED if looped else PERSISTENT, src, tuple(em.args), em.uses_err, numels, blocks,
-                        r0_block, full, False, plan.size_args)
+                        r0_block, full, False, plan.size_args, r0_max=r0_max)
 
 
 def _finish_node(plan: KernelPlan, em: Emitter, p, v) -> None:
@@ -368,17 +373,21 @@ def persistent_block(plan: KernelPlan) -> int:
     return next_pow2(max(hint(plan.rnumel, plan.size_hints), 1))
 
 
+def persistent_limit(plan: KernelPlan, config: GpuConfig) -> int:
+    """The largest padded row a persistent form holds whole (an outer reduction's rows are strided: less)."""
+    return config.persistent_reduction_max if not plan.outer else min(config.persistent_reduction_max, 1024)
+
+
 def variants(plan: KernelPlan, config: GpuConfig) -> list[str]:
     """Which forms to generate: persistent when the row fits, looped otherwise, both
-    (raced by the autotuner) in between. A symbolic row whose hint fits gets both: the
-    persistent form for calls whose rows fit its block, the looped one for longer rows."""
+    (raced by the autotuner) in between. A symbolic row gets both: the persistent form, its
+    R0_BLOCK sized per call, for calls whose rows fit persistent_limit, the looped one for longer rows."""
     if plan.form != "reduction":
         return [TILED if plan.form == TILED_FORM else POINTWISE]
+    limit = persistent_limit(plan, config)
     if not is_static(plan.rnumel):
-        limit = config.persistent_reduction_max if not plan.outer else min(config.persistent_reduction_max, 1024)
         return [PERSISTENT, LOOPED] if persistent_block(plan) <= limit else [LOOPED]
     r = next_pow2(max(plan.rnumel, 1))
-    limit = config.persistent_reduction_max if not plan.outer else min(config.persistent_reduction_max, 1024)
     if r > limit:
         return [LOOPED]
     if config.autotune and r > config.dual_variant_min:

@@ -6,17 +6,18 @@ every call. One compiled kernel serves every size: its size parameters are not s
 (kernels.signature).
 
 Two decisions need the size. A reduction over a symbolic row has a persistent form (R0_BLOCK
-fixed at the row's hint, kernels.persistent_block) and a looped one: each call goes to the
-persistent form when its row fits the block, else to the looped one. And a symbolic x count
-falls in a size class (size_classes.py) with candidates of its own. Each bucket (form, class)
-has its own choice among its own candidates, made at its first call and cached under a key
-that names the bucket.
+a launch argument) and a looped one: each call goes to the persistent form when its row fits
+kernels.persistent_limit, with R0_BLOCK the row padded to a power of two (a row bucket: its
+candidates are the hint's, rescaled by heuristics.at_row_block), else to the looped one. And a
+symbolic x count falls in a size class (size_classes.py) with candidates of its own. Each
+bucket (form, row block, class) has its own choice among its own candidates, made at its first
+call and cached under a key that names the bucket.
 """
 
 from __future__ import annotations
 
-from .heuristics import LaunchConfig, grid
-from .kernels import LOOPED, PERSISTENT
+from .heuristics import LaunchConfig, at_row_block, grid
+from .kernels import LOOPED, PERSISTENT, next_pow2
 from .runtime import KernelLauncher
 from .size_classes import size_class
 
@@ -35,28 +36,40 @@ class SizedLauncher(KernelLauncher):
         self.n_ints = n_numels + n_sizes
         self._kwargs: dict = {}  # config key -> launch keyword arguments
         pair = PERSISTENT in self.variants and LOOPED in self.variants
-        # rows up to this length take the persistent form (None: one bucket)
-        self.r0_limit = self.variants[PERSISTENT][0].r0_block if pair else None
+        persistent = self.variants[PERSISTENT][0] if pair else None
+        # rows up to this length take the persistent form (None: one bucket); sized: its R0_BLOCK per call
+        self.r0_limit = None if persistent is None else (persistent.r0_max or persistent.r0_block)
+        self.row_sized = persistent is not None and persistent.r0_max is not None
         self.by_size = {c: tuple(cs) for c, cs in by_size}  # size class -> its candidates ({}: no classes)
         numels = [n for n, _ in next(iter(self.variants.values()))[0].numels]
         self.x_at = numels.index("xnumel")
         self.choices: dict = {}  # bucket -> LaunchConfig
 
     def bucket(self, args) -> str:
-        """'persistent' / 'looped' / 'any', and '/x<class>' where the x count has size classes."""
+        """'persistent' / 'looped' / 'any', '/r<R0_BLOCK>' for a persistent form sized per call, and
+        '/x<class>' where the x count has size classes."""
         first = len(args) - self.n_ints
-        form = ANY if self.r0_limit is None else (
-            PERSISTENT if args[first + 1] <= self.r0_limit else LOOPED)  # numels: (xnumel, r0_numel)
+        form = ANY
+        if self.r0_limit is not None:
+            rows = args[first + 1]  # numels: (xnumel, r0_numel)
+            form = PERSISTENT if rows <= self.r0_limit else LOOPED
+            if self.row_sized and form == PERSISTENT:
+                form = f"{PERSISTENT}/r{next_pow2(rows)}"
         if not self.by_size:
             return form
         return f"{form}/x{size_class(args[first + self.x_at])}"
 
     def bucket_candidates(self, b: str) -> list:
-        """The candidates of bucket `b`: its size class's (the hint's outside every class), of its form."""
-        form, _, cls = b.partition("/x")
+        """The candidates of bucket `b`: its size class's (the hint's outside every class), of its form,
+        at its row block."""
+        head, _, cls = b.partition("/x")
+        form, _, r = head.partition("/r")
         cands = self.by_size.get(int(cls), self.candidates) if cls else self.candidates
-        return [c for c in cands if form == ANY or c.variant == form] or \
+        out = [c for c in cands if form == ANY or c.variant == form] or \
             [c for c in self.candidates if form == ANY or c.variant == form]
+        if r:
+            out = list({c.key(): c for c in (at_row_block(c, int(r)) for c in out)}.values())
+        return out
 
     def launch(self, cfg: LaunchConfig, args) -> None:
         ks, fn = self.variants[cfg.variant]
