@@ -100,8 +100,8 @@ class Config:
       env STAX_FOREACH_KERNELS=0 keeps them as ATen fallbacks.
     gpu_foreach_kernels: cuda graphs do the same (per-tensor Stax kernels, each written into its
       donated parameter: a graph without the fallback can be CUDA-graphed, and AOTAutograd's copy
-      back finds the data in place). Off until measured against torch's multi-tensor kernels on the
-      H200; env STAX_GPU_FOREACH_KERNELS=1 turns it on (A/B).
+      back finds the data in place). Off: on an H100 it was no faster than torch's multi-tensor
+      kernels (README); env STAX_GPU_FOREACH_KERNELS=1 turns it on (A/B).
     scheduler / cpu / gpu_options: stax.sched's SchedulerConfig, stax.cpu's CpuConfig and
       overrides of stax.gpu's GpuConfig (an optional package: given as field/value pairs);
       `torch.compile(..., options={"cpu.isa": "avx2", "scheduler.max_fusion_nodes": 64})` sets
