@@ -584,6 +584,28 @@ def test_a_later_member_s_held_outputs_block_earlier_replays(xw):
     assert [len(p.members) for _, p in sorted(registry.pools.items(), key=lambda kv: kv[0][2])] == [2, 1]
 
 
+def test_a_pool_whose_graphs_are_all_gone_is_replaced(xw):
+    """CUDA's allocator counts the graphs captured into a pool and refuses a capture into one whose
+    count fell to 0 ("it->second->use_count > 0", the H100's dynamic BERT once a module learned to
+    stage its token ids and dropped its graphs): the registry gives that slot a fresh pool."""
+    from stax.gpu.graph_pools import PoolRegistry
+
+    x, _ = xw
+    backend, registry = HostGraphs(), PoolRegistry()
+    a = _shared(two_outputs, registry, backend=backend)
+    ws = [torch.randn(4, 8) for _ in range(4)]
+    kept = [a([x, ws[0]]), a([x, ws[0]])]  # warm-up, capture into pool 0; its outputs held
+    first = registry.pools[(backend, "cpu", 0)]
+    for w in ws[1:]:  # w moves: staged, the old key's graph dropped; a warm-up, a capture, a replay
+        got = a([x, w])
+        assert same(got, reference(x, w))
+        del got
+    assert a.staged == {1} and not a.disabled, a.disabled
+    assert a.stats["captures"] == 2 and a.stats["replays"] == 1
+    assert registry.pools[(backend, "cpu", 0)] is not first
+    assert all(same(got, reference(x, ws[0])) for got in kept)
+
+
 def test_a_dropped_member_is_minded_until_its_outputs_are_idle(xw):
     from stax.gpu.graph_pools import PoolRegistry
 

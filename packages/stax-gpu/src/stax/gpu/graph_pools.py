@@ -47,15 +47,21 @@ class _Member:
 class Pool:
     """One shared pool: its allocator handle and its members (graph instances) in capture order."""
 
-    __slots__ = ("handle", "members")
+    __slots__ = ("handle", "members", "used")
 
     def __init__(self, handle):
         self.handle = handle
         self.members: list[_Member] = []
+        self.used = False  # captured into: the allocator holds it while one of its graphs lives
 
     def join(self, inst) -> None:
         """`inst` was captured into this pool: it is the latest member."""
         self.members.append(_Member(inst))
+        self.used = True
+
+    def live(self) -> bool:
+        """Can a capture join it: never captured into, or one of its graphs still alive."""
+        return not self.used or any(m.inst() is not None for m in self.members)
 
     def clear_for(self, inst) -> bool:
         """Whether replaying `inst` overwrites nothing anyone holds: every later member is idle."""
@@ -78,9 +84,12 @@ class PoolRegistry:
         self.pools: dict[tuple, Pool] = {}
 
     def pool(self, backend, device, slot: int) -> Pool:
+        """Slot `slot`'s pool, a fresh one when every graph captured into the current one is gone: CUDA's
+        allocator counts a pool's graphs and refuses a capture into one whose count fell to 0 (its
+        blocks may still hold dropped members' outputs, which stay safe in the old pool)."""
         key = (backend, str(device), slot)
         p = self.pools.get(key)
-        if p is None:
+        if p is None or not p.live():
             p = self.pools[key] = Pool(backend.new_pool())
         return p
 

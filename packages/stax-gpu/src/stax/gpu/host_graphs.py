@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import time
+import weakref
 
 import torch
 
@@ -23,6 +24,7 @@ class HostGraphs:
         self.gpu_time_scale = gpu_time_scale  # `seconds` reports host time x this (a GPU-bound call: > 1)
         self.in_capture = False  # what capturing() answers: inside a user's capture
         self.captures = self.replays = 0
+        self.pool_graphs: dict = {}  # pool handle -> weak references to the graphs captured into it
 
     def capturing(self) -> bool:
         return self.in_capture
@@ -34,6 +36,11 @@ class HostGraphs:
     def capture(self, call, args, pool=None):
         if self.fail:
             raise RuntimeError(self.fail)
+        if pool is not None:  # CUDA's allocator refuses a pool whose graphs are all gone (its use count is 0)
+            graphs = self.pool_graphs.setdefault(pool, [])
+            if graphs and not any(g() is not None for g in graphs):
+                raise RuntimeError("it->second->use_count > 0 INTERNAL ASSERT FAILED (HostGraphs: a capture "
+                                   "into a shared pool whose graphs are all gone)")
         inputs = list(args)
         stores = {a.untyped_storage().data_ptr(): a.untyped_storage() for a in inputs}
         saved = [(st, st.clone()) for st in stores.values()]  # whole storages: an output may lie past a view
@@ -47,7 +54,10 @@ class HostGraphs:
             st.copy_(s)
         self.captures += 1
         where = [(o.untyped_storage(), o.storage_offset(), o.size(), o.stride()) for o in outs]
-        return (call, inputs, where), outs
+        graph = _Graph(call, inputs, where)
+        if pool is not None:
+            self.pool_graphs[pool].append(weakref.ref(graph))
+        return graph, outs
 
     def mark(self) -> float:
         return time.perf_counter()
@@ -57,9 +67,18 @@ class HostGraphs:
 
     def replay(self, handle) -> None:
         self.replays += 1
-        call, inputs, where = handle
+        call, inputs, where = handle.call, handle.inputs, handle.where
         for (storage, offset, size, stride), new in zip(where, call(list(inputs))):
             _alias_of(storage, offset, size, stride, new).copy_(new)
+
+
+class _Graph:
+    """A captured call: what a replay runs again, and where it writes its outputs."""
+
+    __slots__ = ("call", "inputs", "where", "__weakref__")
+
+    def __init__(self, call, inputs, where):
+        self.call, self.inputs, self.where = call, inputs, where
 
 
 def _alias_of(storage, offset, size, stride, like: torch.Tensor) -> torch.Tensor:
