@@ -1,13 +1,17 @@
 """Indirect (gather) loads: bounds-checked through the error flag, checks dropped when
 value ranges prove them, and the log_softmax + nll_loss pattern in one kernel.
-An out-of-range gather reads NaN; on cuda the flag is read back asynchronously and a
-later call raises (error_sync=True raises in the faulting call, at a host sync)."""
+An out-of-range float gather reads NaN; on cuda the flag is read back asynchronously and a
+later call raises; an integer gather's module ends each call with a device-side assert
+(error_sync=True raises in the faulting call, at a host sync)."""
+
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from gpu_testlib import (
     AOT,
+    ON_CUDA,
     assert_raised_later,
     async_flag,
     build_schedule,
@@ -81,18 +85,51 @@ def compile_embedding(table_dtype=f32, **kw):
     return compile_schedule(build_schedule(embedding_graph(table_dtype), None), config=config(**kw))
 
 
-def test_only_poisoned_checks_skip_the_sync():
-    """On cuda a float gather reads its flag asynchronously; an integer gather cannot be
-    poisoned with NaN, so its module reads the flag in the call (as error_sync=True), and the
-    flag says why (test_graphs: such a module is graphed, the flag read after each replay)."""
+def test_no_check_syncs_on_cuda_unless_error_sync():
+    """On cuda a float gather reads its flag asynchronously; an integer gather cannot be poisoned
+    with NaN, so its module ends each call with a device-side assert on the flag (no host sync:
+    BERT's token_type_ids gather cost a sync per call, 2.1 ms of a 9.8 ms H100 call), and the flag
+    says why; error_sync=True reads it in the call. On cpu every module reads it in the call."""
     flag = lambda m: generated_module(m).ERRORS  # noqa: E731
 
-    assert not flag(compile_embedding(device="cuda")).sync
-    assert flag(compile_embedding(i64, device="cuda")).sync
+    assert not flag(compile_embedding(device="cuda")).sync and not flag(compile_embedding(device="cuda")).asserted
+    assert not flag(compile_embedding(i64, device="cuda")).sync and flag(compile_embedding(i64, device="cuda")).asserted
     assert flag(compile_embedding(device="cuda", error_sync=True)).sync
+    assert not flag(compile_embedding(i64, device="cuda", error_sync=True)).asserted
+    assert flag(compile_embedding(i64, device="cpu")).sync and not flag(compile_embedding(i64, device="cpu")).asserted
     assert flag(compile_embedding(i64, device="cuda")).why == (
         "unpoisoned checks: indirect index out of bounds reading table: not in [0, 10)")
     assert flag(compile_embedding(device="cuda", error_sync=True)).why == "GpuConfig.error_sync"
+
+
+@pytest.mark.skipif(not ON_CUDA, reason="a device-side assert")
+def test_an_asserted_module_runs_graphed_and_a_fault_stops_cuda_work():
+    """An integer gather on cuda: in-range calls replay a CUDA graph with no host sync; an index out
+    of range fires the device-side assert, so the process's next sync fails (a subprocess: the
+    assert leaves its CUDA context unusable, as eager's does)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    m = compile_embedding(i64, device="cuda")
+    table = torch.arange(40, dtype=torch.int64, device="cuda").reshape(10, 4)
+    idx = torch.tensor([0, 3, 9, 4], device="cuda")
+    for _ in range(4):
+        assert torch.equal(m.call([table, idx])[0], table[idx])
+    assert m.call.stats["replays"] >= 2, m.call.stats
+    code = textwrap.dedent(f"""
+        import sys, torch
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from test_indirect import compile_embedding, i64
+        m = compile_embedding(i64, device="cuda")
+        table = torch.arange(40, dtype=torch.int64, device="cuda").reshape(10, 4)
+        out = m.call([table, torch.tensor([0, 10], device="cuda")])
+        torch.cuda.synchronize()
+        print("NO ERROR", out)
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and "NO ERROR" not in r.stdout, (r.stdout, r.stderr[-2000:])
+    assert "device-side assert" in r.stderr, r.stderr[-2000:]
 
 
 def test_provably_in_bounds_index_needs_no_check():

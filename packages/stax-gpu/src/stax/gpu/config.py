@@ -46,8 +46,9 @@ class GpuConfig:
     bounds_check: 'flag' checks indirect indices and integer divisors in the kernel,
         sets an error flag and raises after the call; 'off' trusts the input.
     error_sync: read a module's error flag back at the end of every cuda call (a host
-        sync) so the faulting call raises; by default, when every check poisons its
-        result with NaN, the read is asynchronous and a later call raises (see
+        sync) so the faulting call raises the check's error; by default, when every check
+        poisons its result with NaN, the read is asynchronous and a later call raises, and
+        otherwise each call ends with a device-side assert on the flag (see
         runtime.ErrorFlag). Under the interpreter it is always sync.
     hoist_loads: persistent reductions issue every plain load before the first reduction
         (Inductor's order too); False keeps loads at their first use.

@@ -26,9 +26,9 @@ A small input whose address changes each call (a backward's loss gradient, fresh
 copied into a buffer of the graph's own and left out of the key (staging, STAGE_BYTES): keyed by
 it, the graph would never replay. Larger inputs at new addresses most calls cost a capture
 each: a module that has captured 4 x its keys with fewer than REPLAYS_PER_CAPTURE replays per
-capture turns its graphs off. A module whose error flag is read synchronously (an integer
-gather's bounds check: its wrong lanes are not poisoned) is captured without that read, and
-GraphedCall reads the flag after each replay, so the call raises as a plain one does.
+capture turns its graphs off. A module whose error flag is read synchronously (error_sync, or
+the interpreter) is captured without that read, and GraphedCall reads the flag after each
+replay, so the call raises as a plain one does (an asserted flag's device-side assert is captured).
 
 With programmatic dependent launch (GpuConfig.pdl) a graph has a cost too: PDL overlaps
 a kernel's launch with the previous kernel's drain within a graph but not across two

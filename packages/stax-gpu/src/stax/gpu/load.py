@@ -99,10 +99,14 @@ def load_artifact(artifact: GpuArtifact, *, extern_kernels=None, config: GpuConf
     module.GRAPH = graph  # as run: split reductions add partial buffers
     module.ARTIFACT = artifact
     module.__stax_module__ = module  # generated_module: two loads of one source share a name, not this
-    why_sync = "GpuConfig.error_sync" if config.error_sync else (
+    why = "GpuConfig.error_sync" if config.error_sync else (
         "unpoisoned checks: " + "; ".join(artifact.unpoisoned) if artifact.unpoisoned else "")
     errors = artifact.errors
-    module.ERRORS = ErrorFlag(errors, device, sync=bool(why_sync), why=why_sync) if errors else ()
+    module.ERRORS = ErrorFlag(errors, device, sync=config.error_sync, why=why,
+                              asserted=bool(artifact.unpoisoned)) if errors else ()
+    if module.ERRORS and module.ERRORS.asserted:
+        log.info("%s: a device-side assert ends each call (%s; GpuConfig.error_sync=True reads the flag and "
+                 "raises the check's error instead)", module.__name__, why)
     for e in artifact.externs:
         fn, constants = extern_kernels[e.kernel], dict(e.constants)
         bind = getattr(fn, "bind", None)  # the extern protocol stax.cpu uses too: constants read once

@@ -100,23 +100,27 @@ class ErrorFlag:
     what an earlier call flagged once its kernels have finished, like eager's
     asynchronous device asserts; `check()` synchronizes and reads. No copy, no event:
     the read costs nothing on the hot path (a device flag needs an async copy and an event
-    per call, which cost host time). Modules with unpoisoned
-    checks (integer gathers, x // 0) or `sync` keep the flag on the device and read it at
-    the end of each call (a host sync). On cpu (the interpreter) every call raises at its end.
+    per call, which cost host time). A cuda module with unpoisoned checks (integer gathers,
+    x // 0: a wrong lane would be silently wrong) keeps the flag on the device and ends each
+    call with a device-side assert on it (`asserted`: torch._assert_async, as eager's and
+    Inductor's bounds checks do): a fault stops the process's CUDA work at the next sync, with
+    no host sync per call. `sync` (GpuConfig.error_sync) reads the flag at the end of each call
+    instead, and raises the check's own error. On cpu (the interpreter) every call raises at its end.
     """
 
-    def __init__(self, table, device, sync: bool = False, why: str = ""):
+    def __init__(self, table, device, sync: bool = False, why: str = "", asserted: bool = False):
         self.table = tuple(table)
-        self.why = why  # what made it synchronous: the unpoisoned checks' messages
+        self.why = why  # what made it synchronous or asserted: error_sync, or the unpoisoned checks' messages
         self.device = torch.device(device)
         self.sync = sync or self.device.type != "cuda"
+        self.asserted = asserted and not self.sync  # (cuda only; error_sync reads instead)
         self.flag = self.host = None  # allocated at the first call (AOT builds have no GPU)
         self.held = False  # inside a CUDA graph capture: `end` reads nothing (GraphedCall reads after the replay)
 
     def begin(self) -> torch.Tensor:
         """The flag for this call's kernels; raises what an earlier call flagged, if known by now."""
         if self.flag is None:
-            if self.sync:
+            if self.sync or self.asserted:
                 self.flag = torch.zeros((1,), dtype=torch.int32, device=self.device)
             else:
                 self.flag = torch.zeros((1,), dtype=torch.int32, pin_memory=True)
@@ -126,7 +130,9 @@ class ErrorFlag:
         return self.flag
 
     def end(self) -> None:
-        if self.sync and not self.held:
+        if self.asserted:  # (captured into a CUDA graph too: each replay asserts)
+            torch._assert_async(self.flag == 0)
+        elif self.sync and not self.held:
             self._raise(int(self.flag.item()), later=False)
 
     def check(self) -> None:
