@@ -102,6 +102,25 @@ def test_compiled_once_runs_at_every_size(cfg, build):
             np.testing.assert_allclose(o, w, rtol=1e-5, atol=1e-6)  # float32 sums in another order
 
 
+def test_layout_tuples_are_computed_once_per_sizes(cfg):
+    """call_unchecked looks its size-dependent tuples (allocations, views) up in `_layouts(sizes)`, a
+    memo per sizes seen, instead of evaluating every expression per call; results stay the interpreter's."""
+    g = transpose_broadcast(s0, s1, TABLE)
+    mod = compile_schedule(schedule(g), config=cfg)
+    ns = mod.call_unchecked.__globals__
+    assert "_L = _layouts(sizes)" in mod.source and "empty_strided(_L[" in mod.source
+    assert ns["_LAYOUTS"] == {}
+    for n, m in SIZES + SIZES[:2]:
+        arrays = _feed(bind_graph(g, {"s0": n, "s1": m}), n, seed=n + m)
+        bound = bind_graph(g, {"s0": n, "s1": m})
+        feed = {i.name: to_storage(a, i.layout) for i, a in zip(bound.inputs, arrays)}
+        (want,) = outputs(bound, interpret(g, feed, sizes={"s0": n, "s1": m}))
+        (got,) = mod.call(list(arrays))
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert sorted(ns["_LAYOUTS"]) == sorted(SIZES)
+    assert ns["_LAYOUTS"][(7, 33)][0] == (7, 33)  # out's sizes at s0 = 7, s1 = 33
+
+
 def test_example_7_1_keeps_listing_7_1s_shape(cfg):
     """The outer-loop-fused kernel of Example 7.1 with symbolic n, m: one parallel loop over x0 < s0 holding
     the vectorized row sum (a vector accumulator, its ragged end in a scalar tail, vec_reduce_all) and the

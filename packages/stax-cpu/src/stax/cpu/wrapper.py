@@ -31,6 +31,24 @@ def _tuple(xs) -> str:
     return "(" + ", ".join(map(str, xs)) + ("," if len(xs) == 1 else "") + ")"
 
 
+
+def _layouts_source(g: Graph, hoisted: dict) -> list[str]:
+    """`_layouts(sizes)`: every size-dependent tuple of call_unchecked (allocation and view layouts),
+    computed once per sizes seen. Each call would otherwise evaluate them all in Python: +0.1 ms
+    per call of a 4-layer GPT-2 at 1 x 17 tokens over the static wrapper's literals."""
+    names = [r.symbol.name for r in g.size_vars.rows]
+    items = sorted(hoisted, key=hoisted.get)
+    return ["_LAYOUTS = {}", "", "",
+            "def _layouts(sizes):",
+            "    hit = _LAYOUTS.get(sizes)",
+            "    if hit is None:",
+            f"        {', '.join(names)}, = sizes",
+            "        if len(_LAYOUTS) >= 64:  # a bounded memo",
+            "            _LAYOUTS.clear()",
+            "        hit = _LAYOUTS[sizes] = (" + ", ".join(items) + ",)",
+            "    return hit", "", ""]
+
+
 def _same_layout(a: Layout, b: Layout) -> bool:
     if not all(x.is_Integer for x in (*a.sizes, *a.strides, *b.sizes, *b.strides)):
         return a.dtype == b.dtype and a.sizes == b.sizes and a.strides == b.strides
@@ -115,6 +133,16 @@ def wrapper_source(schedule: Schedule, kernel_params: dict, externs: dict, local
         L.append(f"    {', '.join(inputs)}{',' if len(inputs) == 1 else ''} = args")
     if g.size_vars:
         _bind_sizes(g, L, check=False)
+    hoist_at = len(L)  # `_L = _layouts(sizes)` goes here when a tuple depends on the sizes
+    hoisted: dict[str, int] = {}
+
+    def tup(xs) -> str:
+        """call_unchecked's tuples: a symbolic one is looked up in `_layouts`, not computed per call."""
+        text = _tuple(xs)
+        if all(x.is_Integer for x in xs):
+            return text
+        return f"_L[{hoisted.setdefault(text, len(hoisted))}]"
+
     L.append("    args.clear()")
     L.append("    err = new_err()")
     L.append("    errp = addressof(err)")
@@ -139,7 +167,7 @@ def wrapper_source(schedule: Schedule, kernel_params: dict, externs: dict, local
         lay = g.buffer_layout(name)
         if lay.offset != 0:
             raise NotImplementedError(f"{name}: computed buffers with a storage offset are not supported")
-        L.append(f"    {name} = empty_strided({_tuple(lay.sizes)}, {_tuple(lay.strides)}, {_dt(lay)})")
+        L.append(f"    {name} = empty_strided({tup(lay.sizes)}, {tup(lay.strides)}, {_dt(lay)})")
         object_layout[name] = lay
         live.add(name)
         hold(name, 1)
@@ -194,7 +222,7 @@ def wrapper_source(schedule: Schedule, kernel_params: dict, externs: dict, local
                     line = f"{e.buffer} = {e.reuses}"
                     object_layout[e.buffer] = object_layout.get(e.reuses, old)
                 else:
-                    line = (f"{e.buffer} = as_strided({e.reuses}, {_tuple(lay.sizes)}, {_tuple(lay.strides)}, "
+                    line = (f"{e.buffer} = as_strided({e.reuses}, {tup(lay.sizes)}, {tup(lay.strides)}, "
                             f"{_dt(lay)})")
                     object_layout[e.buffer] = lay
                 if e.reuses in needed:  # one storage, counted under its new name
@@ -215,7 +243,7 @@ def wrapper_source(schedule: Schedule, kernel_params: dict, externs: dict, local
                 args += f"{', ' if args else ''}sizes=sizes"
             L.append(
                 f"    {node0.name} = fix_layout({externs[node0.name]}({args}), "
-                f"{_tuple(lay.sizes)}, {_tuple(lay.strides)}, {_dt(lay)}, {node0.name!r}, {node0.kernel!r})"
+                f"{tup(lay.sizes)}, {tup(lay.strides)}, {_dt(lay)}, {node0.name!r}, {node0.kernel!r})"
             )
             if node0.name not in live:
                 live.add(node0.name)
@@ -247,4 +275,7 @@ def wrapper_source(schedule: Schedule, kernel_params: dict, externs: dict, local
                 f"{held[1]} B" + (f" ({', '.join(gone)} never allocated: kernel-local)" if gone else ""))
     outs = ", ".join(g.outputs)
     L.append(f"    return ({outs}{',' if len(g.outputs) == 1 else ''})")
+    if hoisted:
+        L.insert(hoist_at + 1, "    _L = _layouts(sizes)")  # (+1: the memory comment inserted at 1)
+        L[:0] = _layouts_source(g, hoisted)
     return "\n".join(L) + "\n"
