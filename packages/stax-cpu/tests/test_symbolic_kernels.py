@@ -121,6 +121,43 @@ def test_layout_tuples_are_computed_once_per_sizes(cfg):
     assert ns["_LAYOUTS"][(7, 33)][0] == (7, 33)  # out's sizes at s0 = 7, s1 = 33
 
 
+def exp_then_transposed_row_sum(n, m, size_vars):
+    """y = exp(x) (an output), then w = -y transposed and its row sums r: two kernels, the second reading
+    the first's output across rows (a barrier between them)."""
+    x = InputBuffer("x", Layout.contiguous((n, m), F32))
+    y = ComputedBuffer("y", Layout.contiguous((n, m), F32), Pointwise((n, m), op("exp", load("x", m * i0 + i1, F32))))
+    w = ComputedBuffer("w", Layout.contiguous((m, n), F32), Pointwise((m, n), op("neg", load("y", m * i1 + i0, F32))))
+    r = ComputedBuffer("r", Layout.contiguous((m,), F32), Reduction((m,), (n,), "sum", load("w", n * i0 + r0, F32)))
+    return Graph((x,), (y, w, r), ("y", "r"), size_vars)
+
+
+@pytest.mark.parametrize("regions", [True, False])
+def test_consecutive_kernels_share_one_parallel_region(cfg, regions):
+    """Kernels of a symbolic graph share one OpenMP region as a static graph's do (one fork/join per
+    call, not one per kernel: GPT-2 at 1 x 17 ran 23 kernel calls dynamic against 11 static); the
+    dependent loop keeps its barrier; every size agrees with the interpreter, regions on or off."""
+    g = exp_then_transposed_row_sum(s0, s1, TABLE)
+    mod = compile_schedule(schedule(g), config=dataclasses.replace(cfg, regions=regions))
+    src = mod.source
+    assert ('extern "C" int region0(' in src) == regions
+    if regions:
+        code = src[src.index('extern "C" int region0('):]
+        assert "const int64_t s0, const int64_t s1, int64_t* __restrict__ err_all)" in code
+        assert "k_region0(" in src and "k_kernel0(" not in src
+        if cfg.num_threads > 1:  # (one thread: no parallel loops to check)
+            lines = [ln.strip() for ln in code.split("\n}\n")[0].splitlines()]
+            pragmas = [ln for ln in lines if ln.startswith("#pragma omp for")]
+            assert pragmas[0] == "#pragma omp for"  # kernel1 reads y across rows: wait for it
+    for n, m in SIZES:
+        arrays = _feed(bind_graph(g, {"s0": n, "s1": m}), n, seed=n * 7 + m)
+        bound = bind_graph(g, {"s0": n, "s1": m})
+        feed = {i.name: to_storage(a, i.layout) for i, a in zip(bound.inputs, arrays)}
+        want = outputs(bound, interpret(g, feed, sizes={"s0": n, "s1": m}))
+        for w, o in zip(want, mod.call(list(arrays))):
+            assert o.shape == w.shape
+            np.testing.assert_allclose(o, w, rtol=1e-5, atol=1e-6)
+
+
 def test_example_7_1_keeps_listing_7_1s_shape(cfg):
     """The outer-loop-fused kernel of Example 7.1 with symbolic n, m: one parallel loop over x0 < s0 holding
     the vectorized row sum (a vector accumulator, its ragged end in a scalar tail, vec_reduce_all) and the

@@ -269,3 +269,13 @@ def test_nonnegativity_through_quotients_is_sound(n):
         assert provably_nonnegative(e) is want
         if want:
             assert int(e.subs(s, n)) >= 0
+
+
+def test_nbytes_at_the_hints_and_exact_when_static():
+    """SizeVars.nbytes: a symbolic layout's storage bytes at the hints (a transposed view: the storage
+    extent, not numel); a static layout's own bytes, with or without a table."""
+    sv = SizeVars.of(s0=(2, 64, 8), s1=(2, 64, 5))
+    lay = Layout("cpu", F32, (s1, s0), (1, s1 + 1), 2)  # padded rows: storage 2 + (s1-1) + (s0-1)(s1+1) + 1
+    assert sv.nbytes(lay) == (2 + 4 + 7 * 6 + 1) * 4
+    static = Layout("cpu", F32, (3, 4), (1, 3), 5)
+    assert sv.nbytes(static) == NO_SIZE_VARS.nbytes(static) == static.nbytes() == 17 * 4

@@ -25,7 +25,7 @@ from .frame import KernelSource
 from .kernel import emit_kernel
 from .loader import load_artifact
 from .prelude import PRELUDE
-from .regions import RegionPlanner, emit_region, storage_roots
+from .regions import RegionPlanner, emit_region
 from .scatter import emit_scatter_kernel
 from .vec_prelude import vec_prelude
 from .wrapper import wrapper_source
@@ -56,13 +56,19 @@ def escaping_buffers(schedule: Schedule, kernel) -> set:
 
 def generate_kernels(schedule: Schedule, config: CpuConfig, isa: isa_mod.Isa, threads: int) -> list[KernelSource]:
     """The C++ functions of the non-extern kernels, in schedule order: one per kernel, or one per
-    region of consecutive loop-nest kernels (`KernelSource.kernels`, regions.py)."""
+    region of consecutive loop-nest kernels (`KernelSource.kernels`, regions.py).
+
+    A symbolic-shape graph's sizes are `int64_t` arguments and its loops run to them: every vector loop
+    with its scalar tail, regions planned at the size hints, but no tiles, unrolling, kernel-local or
+    chunked arrays, streaming stores or split reductions yet (those decisions need the sizes);
+    Algorithm 8.1's depth is taken at the size hints (any depth is correct)."""
+    symbolic = bool(schedule.graph.size_vars)
     vector_bytes = isa.vector_bytes if config.vectorize else 0
-    stream_bytes = config.stream_bytes if isa.vector_bytes else None
-    if schedule.graph.size_vars:
-        return _symbolic_kernels(schedule, config, threads, vector_bytes)
-    planner = RegionPlanner(schedule, merge=True, vector_bytes=vector_bytes, tile=config.tile, threads=threads,
-                            localize=config.localize, localize_bytes=config.localize_bytes,
+    stream_bytes = config.stream_bytes if isa.vector_bytes and not symbolic else None
+    tile = config.tile and not symbolic
+    huge_bytes = None if symbolic else config.huge_page_bytes
+    planner = RegionPlanner(schedule, merge=True, vector_bytes=vector_bytes, tile=tile, threads=threads,
+                            localize=config.localize and not symbolic, localize_bytes=config.localize_bytes,
                             escaping_of=lambda k: escaping_buffers(schedule, k), min_chunk=config.min_chunk)
     regions = {r.kernels[0].name: r for r in planner.plan(config.regions) if len(r.kernels) > 1}
     out: list[KernelSource] = []
@@ -75,32 +81,15 @@ def generate_kernels(schedule: Schedule, config: CpuConfig, isa: isa_mod.Isa, th
         if region is not None:
             log.debug("%s: %s share one parallel region", region.name, ", ".join(x.name for x in region.kernels))
             out.append(emit_region(region, schedule.graph, threads, config.min_chunk, vector_bytes=vector_bytes,
-                                   tile=config.tile, stream_bytes=stream_bytes, huge_bytes=config.huge_page_bytes,
+                                   tile=tile, stream_bytes=stream_bytes, huge_bytes=huge_bytes,
                                    roots=planner.roots))
             skip = len(region.kernels) - 1
         elif k.kind == SCATTER:
             out.append(emit_scatter_kernel(k, schedule.graph, threads, config.min_chunk))
         elif k.kind != EXTERN:
             out.append(emit_kernel(k, schedule.graph, threads, config.min_chunk, vector_bytes=vector_bytes,
-                                   escaping=escaping_buffers(schedule, k), tile=config.tile,
-                                   stream_bytes=stream_bytes, huge_bytes=config.huge_page_bytes, roots=planner.roots))
-    return out
-
-
-def _symbolic_kernels(schedule: Schedule, config: CpuConfig, threads: int, vector_bytes: int
-                      ) -> list[KernelSource]:
-    """Kernels of a symbolic-shape graph: sizes are `int64_t` arguments, loops run to them. One function
-    per kernel, scalar or vectorized (every vector loop with its scalar tail; no tiles, unrolling,
-    regions, kernel-local arrays or split reductions yet: their decisions need the sizes); Algorithm
-    8.1's depth is taken at the size hints (any depth is correct)."""
-    out: list[KernelSource] = []
-    roots = storage_roots(schedule)
-    for k in schedule.kernels:
-        if k.kind == SCATTER:
-            out.append(emit_scatter_kernel(k, schedule.graph, threads, config.min_chunk))
-        elif k.kind != EXTERN:
-            out.append(emit_kernel(k, schedule.graph, threads, config.min_chunk, vector_bytes=vector_bytes,
-                                   escaping=None, tile=False, stream_bytes=None, huge_bytes=None, roots=roots))
+                                   escaping=None if symbolic else escaping_buffers(schedule, k), tile=tile,
+                                   stream_bytes=stream_bytes, huge_bytes=huge_bytes, roots=planner.roots))
     return out
 
 

@@ -78,7 +78,7 @@ def wrapper_peak(schedule: Schedule, spans: list[tuple[int, int]], local: set) -
     schedule in order) run in one call: the plan's allocations of the span before it, its releases
     after it (inputs included; stax.sched.plan_walk's order)."""
     g = schedule.graph
-    size = {b: g.buffer_layout(b).nbytes() for b in [i.name for i in g.inputs] + [n.name for n in g.nodes]}
+    size = {b: g.size_vars.nbytes(g.buffer_layout(b)) for b in [i.name for i in g.inputs] + [n.name for n in g.nodes]}
     live = {i.name for i in g.inputs}
     cur = sum(size[b] for b in live)
     peak = cur
@@ -159,12 +159,16 @@ class RegionPlanner:
             self._regions[key] = self._region(first, count)
         return self._regions[key]
 
+    def kernel_local(self, k: Kernel) -> dict:
+        """Kernel-local arrays of `k` (none with symbolic sizes yet: their extents need the sizes)."""
+        return {} if self.g.size_vars else local_buffers(self.nests(k), self.escaping_of(k))
+
     def _region(self, first: int, count: int) -> Region:
         kernels = tuple(self.schedule.kernels[first:first + count])
         nests = [(p, n) for p, k in enumerate(kernels) for n in self.nests(k)]
         local: dict = {}
         for k in kernels:
-            local.update(local_buffers(self.nests(k), self.escaping_of(k)))
+            local.update(self.kernel_local(k))
         units: list[Unit] = []
         j = 0
         while j < len(nests):
@@ -236,7 +240,7 @@ class RegionPlanner:
         kernel_local = set()  # per-iteration arrays of outer-loop-fused kernels (any grouping)
         for k in ks:
             if mergeable(k, self.g):
-                kernel_local |= set(local_buffers(self.nests(k), self.escaping_of(k)))
+                kernel_local |= set(self.kernel_local(k))
         base = wrapper_peak(self.schedule, [(i, i) for i in range(len(ks))], kernel_local)
         i = 0
         while i < len(ks):
@@ -279,7 +283,7 @@ def _barriers(units: list[Unit], splits: list[bool]) -> list[bool]:
 def emit_region(region: Region, graph: Graph, threads: int, min_chunk: int, *, vector_bytes: int, tile: bool,
                 stream_bytes: int | None, huge_bytes: int | None, roots: dict) -> KernelSource:
     """One `extern "C"` function running the region's kernels; err holds one record per kernel."""
-    ctx = KernelContext(region.name, graph)
+    ctx = KernelContext(region.name, graph, sizes=tuple(r.symbol.name for r in graph.size_vars.rows))
     ctx.local = dict(region.local)
     bind_pointers(ctx, graph, [b for k in region.kernels for b in k.nodes], stream_bytes, huge_bytes)
     em = KernelEmitter(ctx, threads, min_chunk, vector_bytes, tile)
@@ -348,7 +352,7 @@ def emit_region(region: Region, graph: Graph, threads: int, min_chunk: int, *, v
             f"    return (int)({ret});\n}}\n")
     params = tuple(ctx.in_ptrs) + tuple(ctx.out_ptrs)
     return KernelSource(region.name, code, params, tuple(ctx.index_loads), em.vectorized, tuple(ctx.local),
-                        tuple(k.name for k in region.kernels), slots)
+                        tuple(k.name for k in region.kernels), slots, size_params=ctx.sizes)
 
 
 __all__ = ["LocalBuffer", "Region", "RegionPlanner", "emit_region", "mergeable", "wrapper_peak"]

@@ -149,8 +149,7 @@ def wrapper_source(schedule: Schedule, kernel_params: dict, externs: dict, local
     live = set(inputs)
 
     def nbytes(name: str) -> int:  # at the size hints when symbolic (the header comment only)
-        lay = g.buffer_layout(name)
-        return g.size_vars.hint(lay.storage_size_expr()) * lay.dtype.itemsize if g.size_vars else lay.nbytes()
+        return g.size_vars.nbytes(g.buffer_layout(name))
 
     held = [sum(nbytes(b) for b in inputs), 0]  # bytes now, at the fullest
 

@@ -111,6 +111,12 @@ class SizeVars:
             raise ValueError(f"size {expr} uses symbols outside the table {sorted(s.name for s in self.symbols)}")
         return int(v)
 
+    def nbytes(self, layout) -> int:
+        """A layout's storage bytes; with symbolic sizes at the hints (an estimate: peaks, reports)."""
+        if not self.rows:
+            return layout.nbytes()
+        return self.hint(layout.storage_size_expr()) * layout.dtype.itemsize
+
     def bind(self, binding: Mapping) -> dict:
         """{symbol: Integer} from {symbol or name: int}, checked complete and inside the ranges."""
         by_name = {(k.name if isinstance(k, sympy.Symbol) else str(k)): v for k, v in binding.items()}

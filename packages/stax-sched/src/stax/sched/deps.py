@@ -178,10 +178,8 @@ def read_writes(node, graph_layouts: dict, body_nodes=None, size_vars: SizeVars 
     def nbytes_of(name, numel=None):
         layout = graph_layouts[name]
         if numel is None:
-            n = layout.storage_size() if not size_vars else size_vars.hint(layout.storage_size_expr())
-        else:
-            n = numel if isinstance(numel, int) else size_vars.hint(numel)
-        return n * layout.dtype.itemsize
+            return size_vars.nbytes(layout)
+        return (numel if isinstance(numel, int) else size_vars.hint(numel)) * layout.dtype.itemsize
 
     if isinstance(node, ExternKernel):
         reads = frozenset(StarDep(b, nbytes_of(b)) for b in node.inputs)

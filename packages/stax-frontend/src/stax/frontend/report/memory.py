@@ -104,6 +104,4 @@ def eager_peak(gm) -> int:
 
 def layout_nbytes(graph, layout) -> int:
     """A buffer's bytes; with symbolic sizes, at the graph's size hints (the report is an estimate there)."""
-    if not graph.size_vars:
-        return int(layout.nbytes())
-    return graph.size_vars.hint(layout.storage_size_expr()) * layout.dtype.itemsize
+    return graph.size_vars.nbytes(layout)
