@@ -225,9 +225,26 @@ def test_long_symbolic_rows_stay_persistent_at_their_own_block():
     assert _buckets(module) == {"persistent"} and _row_blocks(module) == {16, 512, 8}
     (launcher,) = launchers(generated_module(module))
     at = {b.split("/x")[0]: c.kwargs() for b, c in launcher.choices.items()}
-    assert at["persistent/r512"]["R0_BLOCK"] == 512
-    assert at["persistent/r512"]["XBLOCK"] * 512 <= max(at["persistent/r16"]["XBLOCK"], 1) * 16 or \
-        at["persistent/r512"]["XBLOCK"] == 1
+    assert at["persistent/r512"]["R0_BLOCK"] == 512 and at["persistent/r8"]["R0_BLOCK"] == 8
+    hint_x = at["persistent/r16"]["XBLOCK"]
+    assert at["persistent/r512"]["XBLOCK"] == max(1, hint_x * 16 // 512)  # the program's elements kept
+    assert at["persistent/r8"]["XBLOCK"] == hint_x  # a shorter row keeps the hint's rows per program
+
+
+@pytest.mark.parametrize("x,base,r,want_x,want_warps", [
+    (32, 16, 512, 1, 8),  # 512 elements per program at the hint: one row of 512, 8 warps (a long row)
+    (64, 16, 128, 8, 4),  # 1024 elements kept: 8 rows of 128
+    (32, 16, 8, 32, 4),  # a shorter row: XBLOCK kept
+    (4, 256, 512, 2, 8),  # 256 -> 512 crosses the long-row warps
+    (2, 512, 1024, 1, 8),  # already 8 warps at the hint: kept
+])
+def test_at_row_block_rescales_rows_per_program(x, base, r, want_x, want_warps):
+    from stax.gpu.heuristics import LaunchConfig, at_row_block
+
+    hint_warps = 8 if base >= 512 else 4
+    got = at_row_block(LaunchConfig("persistent", (("XBLOCK", x), ("R0_BLOCK", base)), hint_warps, 1), r)
+    assert got.kwargs() == {"XBLOCK": want_x, "R0_BLOCK": r} and got.num_warps == want_warps
+    assert got.variant == "persistent" and got.num_stages == 1
 
 
 def test_long_hint_loops_only():
