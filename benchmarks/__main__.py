@@ -187,7 +187,7 @@ def compile_suite(args, backends: tuple, out_dir: str) -> int:
     progress = Progress(len(names) * len(compiled) * 2)
     t0 = time.time()
     load_before = _loadavg()
-    rows = compile_time.measure(names, compiled, args, progress)
+    rows = compile_time.measure(names, compiled, args, progress, deadline_s=args.deadline)
     progress.close()
     data = {"meta": {"suite": "real", "mode": "compile", "device": args.device, "label": variant.label,
                      "quick": args.quick, "threads": args.threads, "backends": list(compiled),

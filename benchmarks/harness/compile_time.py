@@ -79,11 +79,19 @@ def _run_child(workload: str, backend: str, cache: str, opts, env_extra: dict) -
     return {**json.loads(lines[-1]), "process_s": time.perf_counter() - t0}
 
 
-def measure(workloads: list[str], backends: tuple, opts, progress=None) -> list[dict]:
-    """Per model and backend: cold (fresh caches) then warm (the caches kept), each in a new process."""
+def measure(workloads: list[str], backends: tuple, opts, progress=None, deadline_s: float | None = None
+            ) -> list[dict]:
+    """Per model and backend: cold (fresh caches) then warm (the caches kept), each in a new process.
+    `deadline_s`: start no model after this many seconds (its rows say so: a bounded GPU call keeps its table)."""
     rows = []
+    t0 = time.perf_counter()
     for w in workloads:
+        late = deadline_s is not None and time.perf_counter() - t0 > deadline_s
         for b in backends:
+            if late:
+                skipped = {"error": f"skipped: --deadline {deadline_s:g} s passed"}
+                rows.append({"workload": w, "backend": b, "cold": skipped, "warm": skipped})
+                continue
             cache = tempfile.mkdtemp(prefix="stax-bench-compile-")
             row = {"workload": w, "backend": b}
             try:

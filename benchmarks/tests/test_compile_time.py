@@ -46,3 +46,13 @@ def test_one_measurement_process(tmp_path):
     row = compile_time._run_child("bert", "stax", str(tmp_path), Opts, {})
     assert "error" not in row, row
     assert row["first_call_s"] > 0 and row["graphs"] == 1 and row["cache_misses"] == 1 and row["phases"]["lower"] > 0
+
+
+def test_models_after_the_deadline_are_skipped_not_run():
+    """Past --deadline no child process starts (a bounded GPU call keeps its table); the rows say why."""
+    rows = compile_time.measure(["resnet18", "bert"], ("stax", "inductor"), opts=None, deadline_s=-1)
+    assert [(r["workload"], r["backend"]) for r in rows] == [("resnet18", "stax"), ("resnet18", "inductor"),
+                                                             ("bert", "stax"), ("bert", "inductor")]
+    assert all(r[p]["error"].startswith("skipped: --deadline") for r in rows for p in ("cold", "warm"))
+    meta = {"label": "inference, float32", "device": "cuda", "machine": {}, "date": "today"}
+    assert "stax cold: **skipped: --deadline -1 s passed**" in compile_output.markdown({"meta": meta, "results": rows})
