@@ -211,6 +211,12 @@ def test_graph_and_buffer_validation():
     with pytest.raises(ValueError, match="axis"):
         Scan((4,), 1, "cumsum", load("x", i0, dt.float32))
     assert g.buffer_layout("buf1").sizes == (64, 1) and g.node("buf2").name == "buf2"
+    assert g.buffer_layout(g.inputs[0].name) == g.inputs[0].layout  # inputs have layouts, not nodes
+    for missing in (g.inputs[0].name, "nope"):
+        with pytest.raises(KeyError):
+            g.node(missing)
+    with pytest.raises(KeyError):
+        g.buffer_layout("nope")
     # reductions and scans know their result dtypes
     assert Reduction((4,), (3,), "argmax", load("x", i0, dt.float32)).dtype == dt.int64
     assert Reduction((4,), (3,), "any", load("x", i0, dt.float32)).dtype == dt.bool_

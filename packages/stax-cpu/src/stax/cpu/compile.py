@@ -8,6 +8,7 @@ against the runtime hooks: loader.py). A caller that caches artifacts runs the l
 
 from __future__ import annotations
 
+import collections
 import logging
 import time
 from pathlib import Path
@@ -44,14 +45,20 @@ def _reads(graph, kernel) -> set:
     return out
 
 
-def escaping_buffers(schedule: Schedule, kernel) -> set:
-    """Buffers of `kernel` that something outside it reads (other kernels, the graph's outputs)."""
-    g = schedule.graph
-    out = set(g.outputs)
-    for other in schedule.kernels:
-        if other is not kernel:
-            out |= _reads(g, other)
-    return out
+class EscapingBuffers:
+    """`escaping(kernel)`: the buffers something outside `kernel` reads (other kernels, the graph's
+    outputs). Each kernel's reads are walked once per schedule, not once per pair of kernels (ViT-tiny's
+    120 kernels: 14k body walks, 1.1 s of its 2.1 s of C++ generation)."""
+
+    def __init__(self, schedule: Schedule):
+        g = schedule.graph
+        self.outputs = frozenset(g.outputs)
+        self.reads = {k.name: _reads(g, k) for k in schedule.kernels}
+        self.readers = collections.Counter(b for r in self.reads.values() for b in r)  # kernels reading each
+
+    def __call__(self, kernel) -> set:
+        own = self.reads[kernel.name]
+        return set(self.outputs) | {b for b, n in self.readers.items() if n > (b in own)}
 
 
 def generate_kernels(schedule: Schedule, config: CpuConfig, isa: isa_mod.Isa, threads: int) -> list[KernelSource]:
@@ -67,9 +74,10 @@ def generate_kernels(schedule: Schedule, config: CpuConfig, isa: isa_mod.Isa, th
     stream_bytes = config.stream_bytes if isa.vector_bytes and not symbolic else None
     tile = config.tile and not symbolic
     huge_bytes = None if symbolic else config.huge_page_bytes
+    escaping = EscapingBuffers(schedule)
     planner = RegionPlanner(schedule, merge=True, vector_bytes=vector_bytes, tile=tile, threads=threads,
                             localize=config.localize and not symbolic, localize_bytes=config.localize_bytes,
-                            escaping_of=lambda k: escaping_buffers(schedule, k), min_chunk=config.min_chunk)
+                            escaping_of=escaping, min_chunk=config.min_chunk)
     regions = {r.kernels[0].name: r for r in planner.plan(config.regions) if len(r.kernels) > 1}
     out: list[KernelSource] = []
     skip = 0
@@ -88,8 +96,9 @@ def generate_kernels(schedule: Schedule, config: CpuConfig, isa: isa_mod.Isa, th
             out.append(emit_scatter_kernel(k, schedule.graph, threads, config.min_chunk))
         elif k.kind != EXTERN:
             out.append(emit_kernel(k, schedule.graph, threads, config.min_chunk, vector_bytes=vector_bytes,
-                                   escaping=None if symbolic else escaping_buffers(schedule, k), tile=tile,
-                                   stream_bytes=stream_bytes, huge_bytes=huge_bytes, roots=planner.roots))
+                                   escaping=None if symbolic else escaping(k), tile=tile,
+                                   stream_bytes=stream_bytes, huge_bytes=huge_bytes, roots=planner.roots,
+                                   nests=planner.nests(k)))
     return out
 
 

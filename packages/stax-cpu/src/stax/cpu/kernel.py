@@ -20,12 +20,13 @@ from .nests import plan_nests
 def emit_kernel(kernel: Kernel, graph: Graph, threads: int, min_chunk: int = 512, merge: bool = True,
                 vector_bytes: int = 0, escaping: set | None = None, tile: bool = True,
                 stream_bytes: int | None = None, huge_bytes: int | None = None,
-                roots: dict | None = None) -> KernelSource:
+                roots: dict | None = None, nests: list | None = None) -> KernelSource:
     """C++ source of one kernel of the schedule (vectorized where `vector_bytes` allows).
 
     `escaping`: buffers read outside this kernel (or graph outputs); the others may become
-    kernel-local (None: every buffer escapes). `roots`: buffer -> its storage (regions.storage_roots)."""
-    nests = plan_nests(kernel, graph, merge=merge)
+    kernel-local (None: every buffer escapes). `roots`: buffer -> its storage (regions.storage_roots).
+    `nests`: the kernel's plan_nests(merge) when the caller has it (the region planner does)."""
+    nests = plan_nests(kernel, graph, merge=merge) if nests is None else nests
     ctx = KernelContext(kernel.name, graph, sizes=tuple(r.symbol.name for r in graph.size_vars.rows))
     if escaping is not None and not graph.size_vars:  # (symbolic sizes: no kernel-local arrays yet)
         ctx.local = local_buffers(nests, escaping)

@@ -139,6 +139,7 @@ class RegionPlanner:
         self.roots = storage_roots(schedule)
         self.reused = reused(schedule)
         self._nests: dict[str, list[Nest]] = {}
+        self._local: dict[str, dict] = {}
         self._regions: dict[tuple[int, int], Region] = {}
         self.kernel_reads = [(k, _reads(self.g, k.nodes)) for k in schedule.kernels]
 
@@ -161,7 +162,9 @@ class RegionPlanner:
 
     def kernel_local(self, k: Kernel) -> dict:
         """Kernel-local arrays of `k` (none with symbolic sizes yet: their extents need the sizes)."""
-        return {} if self.g.size_vars else local_buffers(self.nests(k), self.escaping_of(k))
+        if k.name not in self._local:
+            self._local[k.name] = {} if self.g.size_vars else local_buffers(self.nests(k), self.escaping_of(k))
+        return self._local[k.name]
 
     def _region(self, first: int, count: int) -> Region:
         kernels = tuple(self.schedule.kernels[first:first + count])

@@ -369,17 +369,23 @@ class Graph(_Hashed):
                     if s not in known:
                         raise ValueError(f"{b.name}: size symbol {s} has no row in the graph's size_vars")
 
+    @functools.cached_property
+    def _by_name(self) -> dict:
+        """name -> input or node, built once: code generators look buffers up per access (ViT-tiny's
+        C++ generation made 24k scans of the node list, 0.24 s)."""
+        return {b.name: b for b in (*self.inputs, *self.nodes)}
+
     def buffer_layout(self, name: str) -> Layout:
-        for b in (*self.inputs, *self.nodes):
-            if b.name == name:
-                return b.layout
-        raise KeyError(name)
+        b = self._by_name.get(name)
+        if b is None:
+            raise KeyError(name)
+        return b.layout
 
     def node(self, name: str) -> Node:
-        for n in self.nodes:
-            if n.name == name:
-                return n
-        raise KeyError(name)
+        n = self._by_name.get(name)
+        if n is None or isinstance(n, InputBuffer):
+            raise KeyError(name)
+        return n
 
     def __str__(self) -> str:
         out = ["graph("]
