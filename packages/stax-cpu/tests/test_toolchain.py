@@ -92,8 +92,14 @@ def test_cxx_env_var_is_honoured(tmp_path, monkeypatch):
     assert log.exists() and os.path.getsize(log) > 0
 
 
-def test_many_kernels_split_into_parallel_units(tmp_path, caplog):
-    """A graph of 20 kernels compiles as 2 units in parallel (2 workers), each holding ~10 kernels."""
+@pytest.mark.parametrize("unit_chars,units", [(32_000, 1), (2_000, 4)])
+def test_many_kernels_split_into_parallel_units(tmp_path, caplog, monkeypatch, unit_chars, units):
+    """20 small kernels (~12 KB of C++) are one unit at the default UNIT_CHARS (a unit's prelude costs more
+    than they do); with a unit per 2 KB they compile as four units (two per worker) in parallel. The
+    results are the same."""
+    import stax.cpu.compile
+
+    monkeypatch.setattr(stax.cpu.compile, "UNIT_CHARS", unit_chars)
     x = contiguous("x", (11,))
     nodes, prev = [], "x"
     for k in range(20):
@@ -107,7 +113,7 @@ def test_many_kernels_split_into_parallel_units(tmp_path, caplog):
     cfg = CpuConfig(cache_dir=str(tmp_path), compile_workers=2, regions=False)  # one function per kernel
     with caplog.at_level(logging.INFO, logger="stax.cpu"):
         mod = compile_schedule(sched, config=cfg)
-    assert "compiling 2 C++ unit(s)" in caplog.text
+    assert f"compiling {units} C++ unit(s)" in caplog.text
     x_in = np.arange(11, dtype=np.float32)
     np.testing.assert_array_equal(mod.call([x_in])[0], x_in + 20)
 
@@ -200,3 +206,22 @@ def test_unwritable_cache_dir_warns_once(tmp_path, recwarn):
     finally:
         (cache / "cpu").chmod(0o700)
     assert len([w for w in recwarn if "not usable" in str(w.message)]) == 1
+
+
+def test_partition_balances_units_by_code_and_keeps_every_kernel():
+    """compile.partition: a unit per UNIT_CHARS of kernel code, at most two per worker, largest kernels
+    first into the lightest unit; every kernel in exactly one unit, the same split for the same kernels."""
+    from types import SimpleNamespace
+
+    from stax.cpu.compile import UNIT_CHARS, partition
+
+    ks = [SimpleNamespace(name=f"k{i}", code="x" * n) for i, n in enumerate([30_000, 9_000, 14_000, 1_200] * 3)]
+    units = partition(ks, workers=2)
+    assert len(units) == 4  # 162 KB: five units' worth, capped at two per worker
+    assert sorted(k.name for u in units for k in u) == sorted(k.name for k in ks)
+    sizes = [sum(len(k.code) for k in u) for u in units]
+    assert max(sizes) - min(sizes) <= 30_000  # within the largest kernel of even
+    assert [[k.name for k in u] for u in partition(list(ks), 2)] == [[k.name for k in u] for u in units]
+    assert len(partition(ks, workers=1)) == 2
+    assert len(partition(ks[:2], workers=8)) == 1  # 39 KB: one unit's worth
+    assert len(partition([SimpleNamespace(name="a", code="x" * (3 * UNIT_CHARS))], 4)) == 1

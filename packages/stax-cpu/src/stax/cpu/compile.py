@@ -102,15 +102,25 @@ def generate_kernels(schedule: Schedule, config: CpuConfig, isa: isa_mod.Isa, th
     return out
 
 
-KERNELS_PER_UNIT = 8
+UNIT_CHARS = 32_000
 
 
 def partition(kernels: list[KernelSource], workers: int) -> list[list[KernelSource]]:
-    """Kernels -> translation units compiled in parallel. Parsing the prelude dominates a small
-    unit (12 kernels: 1.5 s as 12 units, 0.4 s as one, on 2 cores), so a unit holds about
-    KERNELS_PER_UNIT kernels and there are at most `workers` units."""
-    n = max(1, min(workers, len(kernels) // KERNELS_PER_UNIT))
-    return [g for g in (kernels[k::n] for k in range(n)) if g]
+    """Kernels -> translation units compiled in parallel, balanced by code size. g++'s time grows with a
+    unit's kernel code (GPT-2's 14 functions, 107 KB: 1.65 s as one unit on 2 cores) while the prelude and
+    a g++ start cost ~0.1 s per unit, and a function's cost is not its length (int64 vector code compiles
+    several times slower): a unit per UNIT_CHARS, up to two per worker so the pool evens out what sizes
+    mispredict (GPT-2 as 1 / 2 / 3 / 4 / 6 units on 2 cores: 1.65 / 1.26 / 0.98 / 1.07 / 1.33 s). Kernels
+    go largest first into the lightest unit (stable: the same kernels give the same units)."""
+    total = sum(len(k.code) for k in kernels)
+    n = max(1, min(2 * workers, len(kernels), total // UNIT_CHARS))
+    units: list[list[KernelSource]] = [[] for _ in range(n)]
+    size = [0] * n
+    for k in sorted(kernels, key=lambda k: -len(k.code)):
+        j = size.index(min(size))
+        units[j].append(k)
+        size[j] += len(k.code)
+    return [u for u in units if u]
 
 
 def unit_source(kernels: list[KernelSource], isa: isa_mod.Isa) -> str:
