@@ -158,6 +158,42 @@ def test_consecutive_kernels_share_one_parallel_region(cfg, regions):
             np.testing.assert_allclose(o, w, rtol=1e-5, atol=1e-6)
 
 
+def row_softmax_static_row(n, m_static, size_vars):
+    """e = exp(x) over rows of a constant length, the row sums, then e / sum: e lives only inside the
+    outer-loop-fused kernel."""
+    x = InputBuffer("x", Layout.contiguous((n, m_static), F32))
+    e = ComputedBuffer("e", Layout.contiguous((n, m_static), F32),
+                       Pointwise((n, m_static), op("exp", load("x", m_static * i0 + i1, F32))))
+    t = ComputedBuffer("t", Layout.contiguous((n,), F32), Reduction((n,), (m_static,), "sum",
+                                                                    load("e", m_static * i0 + r0, F32)))
+    out = ComputedBuffer("out", Layout.contiguous((n, m_static), F32), Pointwise(
+        (n, m_static), op("truediv", load("e", m_static * i0 + i1, F32), load("t", i0, F32))))
+    return Graph((x,), (e, t, out), ("out",), size_vars)
+
+
+@pytest.mark.parametrize("m", [48, 40_000])
+def test_rows_of_a_constant_length_stay_kernel_local(cfg, m):
+    """Symbolic rows, a constant row length: the row of exp is a per-iteration array as with static sizes
+    (never allocated by the wrapper); a row too long for one (160 KB > LOCAL_BYTES) stays a buffer.
+    Every row count agrees with the interpreter."""
+    from stax.sched import Kernel, MemoryEvent, MemoryPlan, Schedule
+
+    sv = SizeVars.of(s0=(2, 4096, 64))
+    g = row_softmax_static_row(s0, m, sv)
+    names = tuple(n.name for n in g.nodes)  # one outer-loop-fused kernel (as test_kernels' softmax)
+    ev = [MemoryEvent(0, "alloc", b) for b in names] + [MemoryEvent(0, "free", b) for b in names if b != "out"]
+    sched = Schedule(g, (Kernel("kernel0", "outer_loop_fused", names, ((s0,), ()), "OuterLoopFusedSchedulerNode", 1),),
+                     MemoryPlan(tuple(ev)))
+    mod = compile_schedule(sched, config=cfg)
+    assert ("local_e[" in mod.source) == (m == 48)
+    assert ("e = empty_strided" in mod.source) == (m != 48)
+    for n in (2, 7, 100):
+        x = np.random.default_rng(n).uniform(-1, 1, (n, m)).astype(np.float32)
+        (want,) = outputs(bind_graph(g, {"s0": n}), interpret(g, {"x": x.reshape(-1)}, sizes={"s0": n}))
+        (got,) = mod.call([x])
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+
+
 def test_example_7_1_keeps_listing_7_1s_shape(cfg):
     """The outer-loop-fused kernel of Example 7.1 with symbolic n, m: one parallel loop over x0 < s0 holding
     the vectorized row sum (a vector accumulator, its ragged end in a scalar tail, vec_reduce_all) and the

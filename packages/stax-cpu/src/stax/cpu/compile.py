@@ -66,8 +66,8 @@ def generate_kernels(schedule: Schedule, config: CpuConfig, isa: isa_mod.Isa, th
     region of consecutive loop-nest kernels (`KernelSource.kernels`, regions.py).
 
     A symbolic-shape graph's sizes are `int64_t` arguments and its loops run to them: every vector loop
-    with its scalar tail, regions planned at the size hints, but no tiles, unrolling, kernel-local or
-    chunked arrays, streaming stores or split reductions yet (those decisions need the sizes);
+    with its scalar tail, regions planned at the size hints, kernel-local arrays of a constant extent, but
+    no tiles, unrolling, chunked arrays, streaming stores or split reductions yet (they need the sizes);
     Algorithm 8.1's depth is taken at the size hints (any depth is correct)."""
     symbolic = bool(schedule.graph.size_vars)
     vector_bytes = isa.vector_bytes if config.vectorize else 0
@@ -96,7 +96,7 @@ def generate_kernels(schedule: Schedule, config: CpuConfig, isa: isa_mod.Isa, th
             out.append(emit_scatter_kernel(k, schedule.graph, threads, config.min_chunk))
         elif k.kind != EXTERN:
             out.append(emit_kernel(k, schedule.graph, threads, config.min_chunk, vector_bytes=vector_bytes,
-                                   escaping=None if symbolic else escaping(k), tile=tile,
+                                   escaping=escaping(k), tile=tile,
                                    stream_bytes=stream_bytes, huge_bytes=huge_bytes, roots=planner.roots,
                                    nests=planner.nests(k)))
     return out

@@ -125,7 +125,8 @@ LOCAL_BYTES = 128 << 10  # largest kernel-local block (per thread, on the stack)
 
 def local_buffers(nests: list[Nest], escaping: set) -> dict:
     """Buffer -> LocalBuffer for the intermediates of outer-loop-fused nests that no other kernel
-    reads (`escaping`: buffers read elsewhere) and whose per-iteration block is dense and small."""
+    reads (`escaping`: buffers read elsewhere) and whose per-iteration block is dense and small. With
+    symbolic sizes, only blocks of a constant extent (a symbolic row count, a static row: GPT-2's tokens)."""
     out = {}
     for nest in nests:
         if not nest.outer:
@@ -143,6 +144,8 @@ def local_buffers(nests: list[Nest], escaping: set) -> dict:
                 continue
             inner = {v: c for v, c in coeffs.items() if v not in outer}
             extent = dense_extent(inner, dict(zip(pv, nl.sizes)))
+            if extent is not None and not isinstance(extent, int):
+                extent = int(extent) if getattr(extent, "is_Integer", False) else None  # symbolic: no array
             d = nl.node.layout.dtype
             # one element per outer iteration (a row statistic) stays a buffer, as in Example 7.1
             if extent is None or extent <= 1 or extent * d.itemsize > LOCAL_BYTES:

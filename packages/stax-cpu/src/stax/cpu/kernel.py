@@ -28,7 +28,7 @@ def emit_kernel(kernel: Kernel, graph: Graph, threads: int, min_chunk: int = 512
     `nests`: the kernel's plan_nests(merge) when the caller has it (the region planner does)."""
     nests = plan_nests(kernel, graph, merge=merge) if nests is None else nests
     ctx = KernelContext(kernel.name, graph, sizes=tuple(r.symbol.name for r in graph.size_vars.rows))
-    if escaping is not None and not graph.size_vars:  # (symbolic sizes: no kernel-local arrays yet)
+    if escaping is not None:
         ctx.local = local_buffers(nests, escaping)
     bind_pointers(ctx, graph, list(kernel.nodes), stream_bytes, huge_bytes)
     emitter = KernelEmitter(ctx, threads, min_chunk, vector_bytes, tile)

@@ -161,9 +161,9 @@ class RegionPlanner:
         return self._regions[key]
 
     def kernel_local(self, k: Kernel) -> dict:
-        """Kernel-local arrays of `k` (none with symbolic sizes yet: their extents need the sizes)."""
+        """Kernel-local arrays of `k` (with symbolic sizes, those of a constant extent: local_buffers)."""
         if k.name not in self._local:
-            self._local[k.name] = {} if self.g.size_vars else local_buffers(self.nests(k), self.escaping_of(k))
+            self._local[k.name] = local_buffers(self.nests(k), self.escaping_of(k))
         return self._local[k.name]
 
     def _region(self, first: int, count: int) -> Region:
