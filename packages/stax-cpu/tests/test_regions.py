@@ -262,11 +262,11 @@ def test_random_graphs_same_bits_with_and_without_regions(cfg):
 
 
 def test_escaping_buffers_are_the_reads_of_every_other_kernel():
-    """compile.EscapingBuffers (each kernel's reads walked once) gives, per kernel, exactly the graph's
+    """regions.EscapingBuffers (each kernel's reads walked once) gives, per kernel, exactly the graph's
     outputs plus what any other kernel reads: the pairwise definition it replaced, on seeded random graphs."""
     import random
 
-    from stax.cpu.compile import EscapingBuffers, _reads
+    from stax.cpu.regions import EscapingBuffers, reads_of
     from stax.sched.random_graphs import random_graph
 
     checked = 0
@@ -276,7 +276,7 @@ def test_escaping_buffers_are_the_reads_of_every_other_kernel():
         sched = make_schedule(g)
         escaping = EscapingBuffers(sched)
         for k in sched.kernels:
-            want = set(g.outputs).union(*[_reads(g, o) for o in sched.kernels if o is not k])
+            want = set(g.outputs).union(*[reads_of(g, o.nodes) for o in sched.kernels if o is not k])
             assert escaping(k) == want, (seed, k.name)
             checked += 1
     assert checked > 24

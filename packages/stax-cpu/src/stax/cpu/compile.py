@@ -8,12 +8,11 @@ against the runtime hooks: loader.py). A caller that caches artifacts runs the l
 
 from __future__ import annotations
 
-import collections
 import logging
 import time
 from pathlib import Path
 
-from stax.ir import ExternKernel, body_roots, loads
+from stax.ir import ExternKernel
 from stax.sched import CompiledModule, Schedule
 from stax.sched.schedule import EXTERN, SCATTER
 
@@ -26,39 +25,12 @@ from .frame import KernelSource
 from .kernel import emit_kernel
 from .loader import load_artifact
 from .prelude import PRELUDE
-from .regions import RegionPlanner, emit_region
+from .regions import EscapingBuffers, RegionPlanner, emit_region
 from .scatter import emit_scatter_kernel
 from .vec_prelude import vec_prelude
 from .wrapper import wrapper_source
 
 log = logging.getLogger("stax.cpu")
-
-
-def _reads(graph, kernel) -> set:
-    out: set[str] = set()
-    for name in kernel.nodes:
-        node = graph.node(name)
-        if isinstance(node, ExternKernel):
-            out.update(node.inputs)
-        else:
-            out.update(ld.buffer for root in body_roots(node.body) for ld in loads(root))
-    return out
-
-
-class EscapingBuffers:
-    """`escaping(kernel)`: the buffers something outside `kernel` reads (other kernels, the graph's
-    outputs). Each kernel's reads are walked once per schedule, not once per pair of kernels (ViT-tiny's
-    120 kernels: 14k body walks, 1.1 s of its 2.1 s of C++ generation)."""
-
-    def __init__(self, schedule: Schedule):
-        g = schedule.graph
-        self.outputs = frozenset(g.outputs)
-        self.reads = {k.name: _reads(g, k) for k in schedule.kernels}
-        self.readers = collections.Counter(b for r in self.reads.values() for b in r)  # kernels reading each
-
-    def __call__(self, kernel) -> set:
-        own = self.reads[kernel.name]
-        return set(self.outputs) | {b for b, n in self.readers.items() if n > (b in own)}
 
 
 def generate_kernels(schedule: Schedule, config: CpuConfig, isa: isa_mod.Isa, threads: int) -> list[KernelSource]:

@@ -21,6 +21,7 @@ from .frame import KernelContext, Lines, LocalBuffer
 from .loop_pieces import Piece, loop_pieces
 from .loops import NodeLoops, c_var, linear_coeffs, loop_var, parallel_depth
 from .nests import Nest
+from .panels import emit_panels
 from .prefetch import PREFETCH_BYTES, computes_heavily
 from .scalar_body import ScalarBody
 from .split_kept import emit_split_kept, splits_kept, store_partials, thread_range
@@ -422,6 +423,10 @@ class KernelEmitter:
             return
         # vertical: W adjacent outputs, each with its own lane of a vector accumulator
         self.open_loops(lines, head.sizes, start, plan.dim, stack)
+        if plan.panel > 1 and plan.dim not in self.bounds:  # P blocks of outputs per walk of the rows
+            emit_panels(self, lines, group, plan)
+            self.close_loops(stack, len(stack))
+            return
 
         def vfull(first: str | None = None):
             accs = self.init_accs(lines, group, vector=True, scalar=False)
@@ -436,12 +441,7 @@ class KernelEmitter:
             self.open_loops(lines, head.sizes, npoint, n, inner)
             self._vector_bodies(lines, group, plan, accs, None, known=known)
             self.close_loops(inner, len(inner))
-            if self.kept_split is not None:
-                store_partials(self, lines, accs, vector=True)
-                return
-            body = VecBody(self.ctx, lines, {}, plan, ScalarBody(self.ctx, lines, {}))
-            for a in accs:
-                body.store(a.nl, self.accs.vresult(a), True, first)
+            self.store_vertical(lines, plan, accs, first)
 
         def vtail():
             accs = self.init_accs(lines, group)
@@ -456,6 +456,15 @@ class KernelEmitter:
         else:
             self._block(lines, plan, head.sizes, vfull, vtail)
         self.close_loops(stack, len(stack))
+
+    def store_vertical(self, lines: Lines, plan: VecPlan, accs: list, first: str | None = None) -> None:
+        """The W outputs of a vertical block (lanes from `first` on), or this thread's partials of them."""
+        if self.kept_split is not None:
+            store_partials(self, lines, accs, vector=True)
+            return
+        body = VecBody(self.ctx, lines, {}, plan, ScalarBody(self.ctx, lines, {}))
+        for a in accs:
+            body.store(a.nl, self.accs.vresult(a), True, first)
 
     def _vector_piece(self, lines: Lines, group: list[NodeLoops], plan: VecPlan, accs, sets, store) -> None:
         """The horizontal vector loop (or one piece of it): blocks of W lanes, their ragged end."""

@@ -11,6 +11,7 @@ nests may be chunked together (localize.py). Each kernel keeps its own error rec
 
 from __future__ import annotations
 
+import collections
 import logging
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -61,7 +62,8 @@ def reused(schedule: Schedule) -> set[str]:
     return {b for e in schedule.memory.events if e.kind == REUSE for b in (e.buffer, e.reuses)}
 
 
-def _reads(graph: Graph, names) -> set[str]:
+def reads_of(graph: Graph, names) -> set[str]:
+    """The buffers the nodes `names` read (their bodies' loads, an extern's inputs)."""
     out: set[str] = set()
     for name in names:
         node = graph.node(name)
@@ -71,6 +73,22 @@ def _reads(graph: Graph, names) -> set[str]:
         else:
             out.update(node.inputs)
     return out
+
+
+class EscapingBuffers:
+    """`escaping(kernel)`: the buffers something outside `kernel` reads (other kernels, the graph's
+    outputs). Each kernel's reads are walked once per schedule, not once per pair of kernels (ViT-tiny's
+    120 kernels: 14k body walks, 1.1 s of its 2.1 s of C++ generation)."""
+
+    def __init__(self, schedule: Schedule):
+        g = schedule.graph
+        self.outputs = frozenset(g.outputs)
+        self.reads = {k.name: reads_of(g, k.nodes) for k in schedule.kernels}
+        self.readers = collections.Counter(b for r in self.reads.values() for b in r)  # kernels reading each
+
+    def __call__(self, kernel) -> set:
+        own = self.reads[kernel.name]
+        return set(self.outputs) | {b for b, n in self.readers.items() if n > (b in own)}
 
 
 def wrapper_peak(schedule: Schedule, spans: list[tuple[int, int]], local: set) -> int:
@@ -130,7 +148,7 @@ class RegionPlanner:
     """Plans regions and their chunked pairs for one schedule (nests computed once per kernel)."""
 
     def __init__(self, schedule: Schedule, *, merge: bool, vector_bytes: int, tile: bool, threads: int,
-                 localize: bool, localize_bytes: int, escaping_of, min_chunk: int = 512):
+                 localize: bool, localize_bytes: int, escaping_of: EscapingBuffers, min_chunk: int = 512):
         self.schedule, self.g = schedule, schedule.graph
         self.merge, self.vector_bytes, self.tile, self.threads = merge, vector_bytes, tile, threads
         self.min_chunk = min_chunk
@@ -141,7 +159,7 @@ class RegionPlanner:
         self._nests: dict[str, list[Nest]] = {}
         self._local: dict[str, dict] = {}
         self._regions: dict[tuple[int, int], Region] = {}
-        self.kernel_reads = [(k, _reads(self.g, k.nodes)) for k in schedule.kernels]
+        self.kernel_reads = [(k, escaping_of.reads[k.name]) for k in schedule.kernels]
 
     def nests(self, k: Kernel) -> list[Nest]:
         if k.name not in self._nests:
@@ -150,7 +168,7 @@ class RegionPlanner:
 
     def _rw(self, nest: Nest, local: dict) -> tuple[set, set]:
         names = [nl.node.name for nl in nest.node_loops()]
-        reads = {self.roots[b] for b in _reads(self.g, names) if b not in local}
+        reads = {self.roots[b] for b in reads_of(self.g, names) if b not in local}
         writes = {self.roots[b] for b in names if b not in local}
         return reads, writes
 
@@ -197,7 +215,7 @@ class RegionPlanner:
             return None  # its reduced loop runs on every thread (split_kept.py), as without regions: same bits
         pw = [nl.node.name for nl in prod.node_loops()]
         cnames = [nl.node.name for nl in cons.node_loops()]
-        creads = _reads(self.g, cnames)
+        creads = reads_of(self.g, cnames)
         pr, pwr = self._rw(prod, local)
         if {self.roots[b] for b in cnames} & (pr | pwr):
             return None  # the consumer overwrites what the producer reads or writes
@@ -207,8 +225,8 @@ class RegionPlanner:
                 return None
         region_names = {k.name for k in kernels}
         outside = set().union(*[r for k, r in self.kernel_reads if k.name not in region_names])
-        in_region_readers = {b: sum(1 for _, n in nests if b in _reads(self.g, [nl.node.name for nl in n.node_loops()]))
-                             for b in shared}
+        nest_reads = [reads_of(self.g, [nl.node.name for nl in n.node_loops()]) for _, n in nests] if shared else []
+        in_region_readers = {b: sum(1 for r in nest_reads if b in r) for b in shared}
         locals_ = [b for b in shared
                    if b not in self.g.outputs and b not in self.reused and b not in outside and b not in local
                    and in_region_readers[b] == 1]

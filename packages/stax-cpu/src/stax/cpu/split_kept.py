@@ -42,13 +42,14 @@ class KeptSplit:
 
 def _imbalance(nest: Nest, plan, threads: int, min_chunk: int) -> float:
     """ceil(q/P) / (q/P) for the q work units Algorithm 8.1 gives the threads over the kept loops
-    (a vector block of outputs is one unit; no parallel loop: one unit)."""
+    (a panel of vector blocks of outputs is one unit; no parallel loop: one unit)."""
     head = nest.groups[0][0]
     kept = head.sizes[: head.npoint]
     depth = parallel_depth(kept, nest.total(), threads, min_chunk)
     q = 1
     for k in range(depth):
-        q *= -(-kept[k] // plan.lanes) if plan is not None and plan.vertical and plan.dim == k else kept[k]
+        vector = plan is not None and plan.vertical and plan.dim == k
+        q *= -(-kept[k] // (plan.lanes * plan.panel)) if vector else kept[k]
     return math.ceil(q / threads) / (q / threads)
 
 

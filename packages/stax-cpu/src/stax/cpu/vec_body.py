@@ -20,6 +20,7 @@ from stax.ir.index_printer import to_c
 from . import cpp_ops as co
 from .cpp_ops import VTYPE, vtype
 from .loops import NodeLoops, c_var, linear_coeffs, loop_var
+from .panels import panel_blocks
 from .prefetch import row_ahead
 
 # reductions with a vector accumulator (accumulators.VEC_ACC); bool values: any/all only
@@ -49,6 +50,7 @@ class VecPlan:
     tile: int = 0  # tile edge (elements)
     unroll: int = 1  # horizontal reductions: blocks per step of the main loop, one accumulator each
     scan: bool = False  # scans along the vector loop: in-vector prefix, then the running carry
+    panel: int = 1  # vertical reductions: blocks of W outputs reduced in one walk of the rows (panels.py)
 
 
 def _body_ok(nl: NodeLoops) -> bool:
@@ -165,7 +167,8 @@ def plan_vector(group: list[NodeLoops], start: int, vector_bytes: int, tile: boo
         chains = len({nl.node.body.value if nl.accumulate.startswith("welford") else nl.node.name for nl in reds})
         while unroll > 1 and chains * unroll > UNROLL:  # several reductions are independent chains already
             unroll //= 2
-    return VecPlan(dim, lanes, vertical, _ragged(head.sizes[dim], lanes), unroll=unroll)
+    panel = panel_blocks(group, dim, lanes, vector_bytes) if reds and vertical and start < head.npoint else 1
+    return VecPlan(dim, lanes, vertical, _ragged(head.sizes[dim], lanes), unroll=unroll, panel=panel)
 
 
 # scans with an in-vector prefix (stax::vec::scan_<op>): the index scans and logcumsumexp stay scalar
