@@ -13,7 +13,7 @@ import re
 
 from stax.ir import ExternKernel, body_roots, loads
 
-from .memory import eager_timeline, layout_nbytes, plan_timeline
+from .memory import eager_timeline, plan_timeline
 from .sources import kernel_source, wrapper_lines, wrapper_source
 
 VERSION = 1
@@ -102,7 +102,7 @@ def collect(gm, lowered, schedule, module=None, kind: str = "graph", error: Base
     if graph is None:
         return data
     data["ir_before"] = str(graph)
-    data["inputs"] = [{"name": i.name, "layout": str(i.layout), "nbytes": layout_nbytes(graph, i.layout)}
+    data["inputs"] = [{"name": i.name, "layout": str(i.layout), "nbytes": graph.size_vars.nbytes(i.layout)}
                       for i in graph.inputs]
     data["outputs"] = list(graph.outputs)
     data["lowering"] = {
@@ -122,7 +122,7 @@ def collect(gm, lowered, schedule, module=None, kind: str = "graph", error: Base
             "kind": _node_kind(node),
             "text": str(node),
             "layout": str(node.layout),
-            "nbytes": layout_nbytes(graph, node.layout),
+            "nbytes": graph.size_vars.nbytes(node.layout),
             "origins": list(node.origins),
             "reads": _reads(node),
             "kernel": kernel_of.get(node.name),

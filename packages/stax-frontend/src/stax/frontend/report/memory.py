@@ -18,7 +18,7 @@ import torch
 def plan_timeline(schedule) -> list[int]:
     """Bytes of storage live during each kernel step of `schedule` (after its allocations)."""
     graph = schedule.graph
-    sizes = {b.name: layout_nbytes(graph, b.layout) for b in (*graph.inputs, *graph.nodes)}
+    sizes = {b.name: graph.size_vars.nbytes(b.layout) for b in (*graph.inputs, *graph.nodes)}
     alloc_at: dict[int, list] = {}
     free_at: dict[int, list] = {}
     for e in schedule.memory.events:
@@ -101,7 +101,3 @@ def eager_timeline(gm) -> list[int]:
 
 def eager_peak(gm) -> int:
     return max(eager_timeline(gm), default=0)
-
-def layout_nbytes(graph, layout) -> int:
-    """A buffer's bytes; with symbolic sizes, at the graph's size hints (the report is an estimate there)."""
-    return graph.size_vars.nbytes(layout)
