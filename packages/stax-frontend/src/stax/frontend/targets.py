@@ -29,6 +29,7 @@ class Target:
     channels_last_convs: bool  # 2-D convolutions run on NHWC memory (oneDNN, cuDNN: conv_layout.py)
     packs_weights: bool  # inference convolutions / linears run on prepacked oneDNN weights (packed_*.py)
     conv_bias_grad: bool  # convolution_backward's bias gradient is a Stax reduction, not ATen's (conv_layout.py)
+    conv_bias_add: bool  # convolution's bias is a Stax pointwise add after the library call (conv_layout.py)
     scan_acc_float64: bool  # float32 scans accumulate in float64 (ATen's CPU accumulate type)
     atomic_add: Callable[[dt.DType], bool]  # an accumulating scatter into this dtype is supported
     # a var / var_mean over a static trailing row of at most this many elements is two sums (the mean,
@@ -76,11 +77,11 @@ def _gpu_atomic_add(d: dt.DType) -> bool:
 
 TARGETS: dict[str, Target] = {
     CPU: Target(CPU, "cpu", lambda cfg: cfg.cpu_costs, _cpu_policy, channels_last_convs=True, packs_weights=True,
-                conv_bias_grad=False, scan_acc_float64=True, atomic_add=lambda d: True, two_pass_row=4096,
-                wrapper_names=_cpu_wrapper_names),
+                conv_bias_grad=False, conv_bias_add=False, scan_acc_float64=True, atomic_add=lambda d: True,
+                two_pass_row=4096, wrapper_names=_cpu_wrapper_names),
     GPU: Target(GPU, "cuda", lambda cfg: cfg.gpu_costs, _gpu_policy, channels_last_convs=True, packs_weights=False,
-                conv_bias_grad=True, scan_acc_float64=False, atomic_add=_gpu_atomic_add, two_pass_row=0,
-                wrapper_names=_gpu_wrapper_names),
+                conv_bias_grad=True, conv_bias_add=True, scan_acc_float64=False, atomic_add=_gpu_atomic_add,
+                two_pass_row=0, wrapper_names=_gpu_wrapper_names),
 }
 
 

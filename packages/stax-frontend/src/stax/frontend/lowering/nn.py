@@ -12,7 +12,7 @@ import math
 import sympy
 import torch
 from stax.ir import dtypes as dt
-from stax.ir.index import FloorDiv, pointwise_vars, reduction_vars
+from stax.ir.index import FloorDiv, ModularIndexing, pointwise_vars, reduction_vars
 from stax.ir.sizevars import provably_nonnegative
 
 from ..tensor import lazy
@@ -164,7 +164,38 @@ def _candidates(n_window: int, step: int) -> int:
     return -(-n_window // step)
 
 
+def _scatters_pool_grad(ctx, node, x) -> bool:
+    """The scatter form of max-pool backward: CPU, static sizes, an NCHW (contiguous) result. There
+    each (n, c) plane is one thread's (scatter.py: no atomics, the serial order), and the gather
+    form's window loops (2 x 2 candidates per input element, clamped indices, an int64 index load
+    each) stay scalar: 40.8 of 67 ms of ResNet-18's generated NCHW training kernels."""
+    val = node.meta.get("val")
+    return (ctx.device == "cpu" and isinstance(val, torch.Tensor) and val.dim() == 4 and val.is_contiguous()
+            and all(isinstance(n, int) for n in x.sizes))
+
+
+def _max_pool2d_backward_scatter(ctx, node, grad, x, indices):
+    """Zeros, then grad_input[n, c, i // W, i % W] += grad[n, c, oh, ow] at i = indices[n, c, oh, ow]:
+    one pass over the pooled outputs."""
+    from .indexing import _scatter
+
+    b = ctx.builder
+    H, W = x.sizes[-2], x.sizes[-1]
+    zeros = lazy(x.sizes, grad.dtype, x.device, lambda idx: b.const(0, grad.dtype))
+
+    def coords(rvars):
+        t = ctx.new_indirect_symbol()
+        at = b.cast(indices.load(rvars), dt.int64)
+        return tuple(rvars[:-2]) + (FloorDiv(t, W), ModularIndexing(t, 1, W)), ((t, at, H * W),)
+
+    r = _scatter(ctx, node, zeros, grad.sizes, coords, grad.load, "add", opmath=True)
+    want = out_dtype(node)
+    return r if r.dtype == want else lazy(x.sizes, want, x.device, lambda idx: b.cast(r.load(idx), want))
+
+
 def max_pool2d_backward(ctx, node, grad, x, kernel_size, stride, padding, dilation, ceil_mode, indices):
+    if _scatters_pool_grad(ctx, node, x):
+        return _max_pool2d_backward_scatter(ctx, node, grad, x, indices)
     k, s, p, d = _params(kernel_size, stride, padding, dilation)
     OH, OW = grad.sizes[-2], grad.sizes[-1]
     W = x.sizes[-1]
