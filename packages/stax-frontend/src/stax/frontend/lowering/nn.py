@@ -18,6 +18,7 @@ from stax.ir.sizevars import provably_nonnegative
 from ..tensor import lazy
 from ..views import Unsupported
 from .common import KIND, out_dtype, pointwise
+from .indexing import _scatter
 from .reductions import reduce
 from .registry import POINTWISE, REDUCTION, table
 
@@ -177,8 +178,6 @@ def _scatters_pool_grad(ctx, node, x) -> bool:
 def _max_pool2d_backward_scatter(ctx, node, grad, x, indices):
     """Zeros, then grad_input[n, c, i // W, i % W] += grad[n, c, oh, ow] at i = indices[n, c, oh, ow]:
     one pass over the pooled outputs."""
-    from .indexing import _scatter
-
     b = ctx.builder
     H, W = x.sizes[-2], x.sizes[-1]
     zeros = lazy(x.sizes, grad.dtype, x.device, lambda idx: b.const(0, grad.dtype))
