@@ -467,3 +467,19 @@ def test_report_of_a_symbolic_graph(tmp_path):
     data = report.load(page)
     assert data["error"] is None
     assert "size s" in data["ir_before"] and data["memory"]["peak_bytes"] > 0
+
+
+def test_sizes_a_guard_made_equal_broadcast():
+    """A pooled tensor times one of its size, under automatic dynamic shapes: the ShapeEnv keeps
+    `Eq((s0 - 1) // 2 + 1, s1)` and `Eq((s2 - 1) // 2 + 1, 8)` as guards without replacements (it solves
+    no floor); Symbols spells each symbol (and expression) as what the guard equates it to, so the two
+    shapes broadcast instead of failing the graph."""
+    def f(x, g):
+        return torch.nn.functional.max_pool2d(x, 3, 2, 1) * g
+
+    calls = []
+    for k, shape in enumerate(((2, 8, 16, 16), (2, 8, 15, 17), (2, 8, 16, 21))):
+        x = _inputs(shape, k)
+        calls.append((x, _inputs(torch.nn.functional.max_pool2d(x, 3, 2, 1).shape, 10 + k)))
+    m = _run(f, calls, dynamic=None)
+    assert m.graphs_compiled == 2  # the static first call, then one symbolic graph for the rest

@@ -49,6 +49,7 @@ class Symbols:
     def __init__(self):
         self.rows: dict[str, SymbolRange] = {}
         self.multiples: dict[str, sympy.Expr] = {}  # ShapeEnv symbol known a multiple of m -> m*q (or itself)
+        self._equal_key, self._equal = None, {}  # _guarded_equal's memo: (ShapeEnv, guard count) -> map
 
     def __bool__(self) -> bool:
         return bool(self.rows)
@@ -71,10 +72,39 @@ class Symbols:
             return int(e)
         shape_env = x.node.shape_env
         e = shape_env.replace(e)  # symbols the guards made equal (s1 == s0) spelled as one
+        e = e.xreplace(self._guarded_equal(shape_env)) if e.free_symbols else e
         if e.is_Integer:
             return int(e)
         out = self._translate(e, shape_env)
         return int(out) if out.is_Integer else out
+
+    def _guarded_equal(self, shape_env) -> dict:
+        """{symbol: expression} from the guards `Eq(expression, symbol)` that the ShapeEnv keeps without a
+        replacement (it solves no floor), and {expression: n} from `Eq(expression, n)`: a pooled size
+        `(s0 - 1) // 2 + 1` times a tensor whose size is its own symbol, or a constant. Spelled as one,
+        the two sizes broadcast; the symbol's input dimension is checked against the expression at each
+        call (size_binding), which the guard makes hold."""
+        key = (id(shape_env), len(shape_env.guards))
+        if self._equal_key != key:
+            found: dict = {}
+            for g in shape_env.guards:
+                e = g.expr
+                if not isinstance(e, sympy.Eq):
+                    continue
+                for sym, other in ((e.lhs, e.rhs), (e.rhs, e.lhs)):
+                    if sym.is_Symbol and not other.is_Number and sym not in other.free_symbols and sym not in found:
+                        found[sym] = other
+                        break
+                    if other.is_Integer and not sym.is_Number and sym.free_symbols:  # (s0 - 1) // 2 + 1 == 8
+                        found.setdefault(sym, other)
+                        break
+            for _ in range(len(found)):  # resolve chains (s2 -> f(s1), s1 -> g(s0)); a cycle stays partial
+                resolved = {k: v.xreplace(found) for k, v in found.items()}
+                if resolved == found:
+                    break
+                found = {k: v for k, v in resolved.items() if k not in v.free_symbols}
+            self._equal_key, self._equal = key, found
+        return self._equal
 
     def exprs(self, xs) -> tuple:
         return tuple(self.expr(x) for x in xs)
