@@ -49,7 +49,8 @@ class Symbols:
     def __init__(self):
         self.rows: dict[str, SymbolRange] = {}
         self.multiples: dict[str, sympy.Expr] = {}  # ShapeEnv symbol known a multiple of m -> m*q (or itself)
-        self._equal_key, self._equal = None, {}  # _guarded_equal's memo: (ShapeEnv, guard count) -> map
+        self._equal_key: tuple = (None, -1)  # _guarded_equal's memo: (the ShapeEnv, its guard count)
+        self._equal: dict = {}
 
     def __bool__(self) -> bool:
         return bool(self.rows)
@@ -83,9 +84,9 @@ class Symbols:
         replacement (it solves no floor), and {expression: n} from `Eq(expression, n)`: a pooled size
         `(s0 - 1) // 2 + 1` times a tensor whose size is its own symbol, or a constant. Spelled as one,
         the two sizes broadcast; the symbol's input dimension is checked against the expression at each
-        call (size_binding), which the guard makes hold."""
-        key = (id(shape_env), len(shape_env.guards))
-        if self._equal_key != key:
+        call (runtime's _call_symbolic: a shape mismatch raises), which the guard makes hold."""
+        env, count = self._equal_key
+        if env is not shape_env or count != len(shape_env.guards):
             found: dict = {}
             for g in shape_env.guards:
                 e = g.expr
@@ -103,7 +104,7 @@ class Symbols:
                 if resolved == found:
                     break
                 found = {k: v for k, v in resolved.items() if k not in v.free_symbols}
-            self._equal_key, self._equal = key, found
+            self._equal_key, self._equal = (shape_env, len(shape_env.guards)), found
         return self._equal
 
     def exprs(self, xs) -> tuple:

@@ -196,7 +196,7 @@ def select_scatter(ctx, node, base, src, dim, index):
     return lazy(base.sizes, base.dtype, base.device, fn)
 
 
-def _scatter(ctx, node, x: TensorValue, scatter_sizes, coords_fn, value_fn, mode: str, opmath: bool = False):
+def scatter_store(ctx, node, x: TensorValue, scatter_sizes, coords_fn, value_fn, mode: str, opmath: bool = False):
     """A Scatter buffer: out = x, then out[coords] += value (mode 'add') or = value ('set') at every
     point of `scatter_sizes`. `coords_fn(rvars)` -> (coordinates, indirect bindings),
     `value_fn(rvars)` -> the value there; both over r0.. (linear in the scattered points).
@@ -242,7 +242,7 @@ def _dim_scatter(ctx, node, x, dim, index, value_fn, mode, opmath=False):
         v = _index_value(ctx, index, rvars, x.sizes[dim], False)
         return tuple(t if d == dim else r for d, r in enumerate(rvars)), ((t, v, x.sizes[dim]),)
 
-    return _scatter(ctx, node, x, index.sizes, coords, value_fn, mode, opmath)
+    return scatter_store(ctx, node, x, index.sizes, coords, value_fn, mode, opmath)
 
 
 def _one_hot_scatter(ctx, node, x, dim, index, src_value):
@@ -348,7 +348,7 @@ def index_put(ctx, node, x, indices, values, accumulate=False):
             indirect.append((t, _index_value(ctx, idx_t[d], rvars[nb: nb + nB], x.sizes[d], True), x.sizes[d]))
         return tuple(out), tuple(indirect)
 
-    return _scatter(ctx, node, x, res_shape, coords, vals.load, "add" if accumulate else "set")
+    return scatter_store(ctx, node, x, res_shape, coords, vals.load, "add" if accumulate else "set")
 
 
 LOWERINGS = {

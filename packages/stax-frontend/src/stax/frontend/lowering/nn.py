@@ -18,7 +18,7 @@ from stax.ir.sizevars import provably_nonnegative
 from ..tensor import lazy
 from ..views import Unsupported
 from .common import KIND, out_dtype, pointwise
-from .indexing import _scatter
+from .indexing import scatter_store
 from .reductions import reduce
 from .registry import POINTWISE, REDUCTION, table
 
@@ -187,9 +187,7 @@ def _max_pool2d_backward_scatter(ctx, node, grad, x, indices):
         at = b.cast(indices.load(rvars), dt.int64)
         return tuple(rvars[:-2]) + (FloorDiv(t, W), ModularIndexing(t, 1, W)), ((t, at, H * W),)
 
-    r = _scatter(ctx, node, zeros, grad.sizes, coords, grad.load, "add", opmath=True)
-    want = out_dtype(node)
-    return r if r.dtype == want else lazy(x.sizes, want, x.device, lambda idx: b.cast(r.load(idx), want))
+    return scatter_store(ctx, node, zeros, grad.sizes, coords, grad.load, "add", opmath=True)  # (grad's dtype)
 
 
 def max_pool2d_backward(ctx, node, grad, x, kernel_size, stride, padding, dilation, ceil_mode, indices):
